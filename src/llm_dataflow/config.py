@@ -1,0 +1,644 @@
+"""Model configurations: the shapes every calculator and the decoder are built from.
+
+``ModelConfig`` uses the field's standard names (``n_layers, d_model, n_heads, n_kv_heads,
+head_dim, d_ff, vocab_size``).  ``ModelConfig.from_hf`` reads a Hugging Face ``config.json``;
+``model_config(name)`` returns a preset whose ``source`` names the config it was copied from.
+
+Parameter counting is done by enumerating the checkpoint's tensors (:func:`tensor_specs`,
+Hugging Face tensor names), so ``param_count`` and ``weight_bytes`` count exactly what a
+checkpoint stores.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+from .units import check_dtype, dtype_bits, require_positive
+
+__all__ = [
+    "ModelConfig", "model_config", "MODEL_PRESETS", "TensorSpec", "tensor_specs",
+    "param_count", "weight_bytes", "QuantSpec", "SUPPORTED_MODEL_TYPES",
+]
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2",
+                         "phi3", "gpt2", "deepseek_v3")
+_NORMS = ("rmsnorm", "layernorm")
+_MLPS = ("swiglu", "geglu", "gelu")
+_POSITIONS = ("rope", "learned")
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shapes and options of a decoder-only Transformer.
+
+    Notation (``book/notation.md``): L = ``n_layers``, D = ``d_model``, H = ``n_heads``,
+    H_kv = ``n_kv_heads``, d_h = ``head_dim``, F = ``d_ff``, V = ``vocab_size``.
+
+    MoE fields: ``n_routed_experts`` E (0 = dense), ``n_experts_per_token`` k,
+    ``n_shared_experts``, ``moe_d_ff`` (each routed expert's F), ``shared_expert_d_ff``
+    (the shared expert's total F; default ``n_shared_experts × moe_d_ff``), ``dense_layers``
+    (layer indices that keep a dense MLP), ``router_bias`` (DeepSeek-V3's score-correction bias).
+
+    MLA fields (DeepSeek-V2/V3, arXiv:2405.04434): ``kv_lora_rank``, ``q_lora_rank``,
+    ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``.
+
+    Attention window: ``sliding_window`` (tokens) and ``layer_types`` (one of
+    ``"full_attention"`` / ``"sliding_attention"`` per layer; ``None`` = every layer sliding when
+    ``sliding_window`` is set, else every layer full).
+
+    Raises:
+        ValueError: on construction, for any field outside its allowed range, naming it.
+    """
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    vocab_size: int
+    name: str = "custom"
+    model_type: str = "llama"
+    tie_embeddings: bool = False
+    max_position_embeddings: int | None = None
+    attention_bias: bool = False      # biases on q, k, v projections
+    attention_out_bias: bool = False  # bias on the output projection
+    mlp_bias: bool = False
+    norm: str = "rmsnorm"
+    norm_eps: float = 1e-5
+    norms_per_layer: int = 2          # Gemma-2 has 4 (pre/post attention, pre/post MLP)
+    qk_norm: bool = False             # Qwen3: RMSNorm over head_dim on q and k
+    mlp: str = "swiglu"
+    position: str = "rope"
+    rope_theta: float = 10000.0
+    n_routed_experts: int = 0
+    n_experts_per_token: int = 0
+    n_shared_experts: int = 0
+    moe_d_ff: int | None = None
+    shared_expert_d_ff: int | None = None
+    dense_layers: tuple = ()
+    router_bias: bool = False
+    norm_topk_prob: bool = True
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    sliding_window: int | None = None
+    layer_types: tuple | None = None
+    source: str = ""
+    published_params: int | None = None
+    published_active_params: int | None = None
+    published_precision: int | None = None
+    notes: str = ""
+
+    def __post_init__(self):
+        for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
+                  "norms_per_layer"):
+            require_positive(f, getattr(self, f))
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}; "
+                             "grouped-query attention needs n_heads % n_kv_heads == 0")
+        if self.norm not in _NORMS:
+            raise ValueError(f"norm={self.norm!r} is not allowed; allowed: {', '.join(_NORMS)}")
+        if self.mlp not in _MLPS:
+            raise ValueError(f"mlp={self.mlp!r} is not allowed; allowed: {', '.join(_MLPS)}")
+        if self.position not in _POSITIONS:
+            raise ValueError(f"position={self.position!r} is not allowed; allowed: {', '.join(_POSITIONS)}")
+        if self.position == "rope" and not self.is_mla and self.head_dim % 2:
+            raise ValueError(f"head_dim={self.head_dim} is odd; rotary position embedding rotates pairs "
+                             "of channels, so head_dim must be even")
+        if self.max_position_embeddings is not None:
+            require_positive("max_position_embeddings", self.max_position_embeddings)
+        if self.sliding_window is not None:
+            require_positive("sliding_window", self.sliding_window)
+        if self.layer_types is not None:
+            object.__setattr__(self, "layer_types", tuple(self.layer_types))
+            if len(self.layer_types) != self.n_layers:
+                raise ValueError(f"layer_types has {len(self.layer_types)} entries; it must have "
+                                 f"n_layers={self.n_layers}")
+            bad = [t for t in self.layer_types if t not in _LAYER_TYPES]
+            if bad:
+                raise ValueError(f"layer_types contains {bad[0]!r}; allowed: {', '.join(_LAYER_TYPES)}")
+            if "sliding_attention" in self.layer_types and self.sliding_window is None:
+                raise ValueError("layer_types names sliding_attention layers but sliding_window is None")
+        object.__setattr__(self, "dense_layers", tuple(self.dense_layers))
+        if self.n_routed_experts or self.n_experts_per_token:
+            require_positive("n_routed_experts", self.n_routed_experts)
+            require_positive("n_experts_per_token", self.n_experts_per_token)
+            if self.n_experts_per_token > self.n_routed_experts:
+                raise ValueError(f"n_experts_per_token={self.n_experts_per_token} is more than "
+                                 f"n_routed_experts={self.n_routed_experts}; a token can be routed to "
+                                 "at most every expert")
+            require_positive("moe_d_ff", self.moe_d_ff)
+            if self.n_shared_experts < 0:
+                raise ValueError(f"n_shared_experts={self.n_shared_experts} must be >= 0")
+            bad = [i for i in self.dense_layers if not (isinstance(i, int) and 0 <= i < self.n_layers)]
+            if bad:
+                raise ValueError(f"dense_layers contains {bad[0]!r}; allowed: layer indices 0..{self.n_layers - 1}")
+        mla = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
+        if any(v is not None for v in mla):
+            for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+                require_positive(f, getattr(self, f))
+            if self.q_lora_rank is not None:
+                require_positive("q_lora_rank", self.q_lora_rank)
+            if self.qk_rope_head_dim % 2:
+                raise ValueError(f"qk_rope_head_dim={self.qk_rope_head_dim} is odd; RoPE needs an even size")
+
+    # --- derived views ---------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        """True when the config has routed experts."""
+        return self.n_routed_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def attention_kind(self) -> str:
+        """``"MHA"``, ``"GQA"``, ``"MQA"`` or ``"MLA"``."""
+        if self.is_mla:
+            return "MLA"
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) uses the MoE block."""
+        return self.is_moe and layer not in self.dense_layers
+
+    def layer_type(self, layer: int) -> str:
+        """``"full_attention"`` or ``"sliding_attention"`` for layer ``layer`` (0-based)."""
+        if self.layer_types is not None:
+            return self.layer_types[layer]
+        return "sliding_attention" if self.sliding_window is not None else "full_attention"
+
+    @property
+    def shared_d_ff(self) -> int:
+        """Total d_ff of the shared expert(s) (0 when there is none)."""
+        if not self.n_shared_experts:
+            return 0
+        return self.shared_expert_d_ff if self.shared_expert_d_ff is not None else self.n_shared_experts * self.moe_d_ff
+
+    def replace(self, **changes) -> "ModelConfig":
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # --- Hugging Face config.json ----------------------------------------------------------
+    @classmethod
+    def from_hf(cls, config, name: str | None = None) -> "ModelConfig":
+        """Build a config from a Hugging Face ``config.json`` (a dict, or a path to the file or
+        to a folder holding it).
+
+        Supported ``model_type``: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, phi3,
+        gpt2, deepseek_v3.  ``head_dim`` is read from the config when present; only when absent is
+        it ``hidden_size // num_attention_heads``, the rule of the transformers config classes.
+        ``num_key_value_heads`` absent means MHA, as those classes document.
+
+        Raises:
+            ValueError: unsupported ``model_type`` or a missing required field (named).
+        """
+        if isinstance(config, (str, os.PathLike)):
+            path = os.fspath(config)
+            if os.path.isdir(path):
+                path = os.path.join(path, "config.json")
+            with open(path) as fh:
+                config = json.load(fh)
+        c = dict(config)
+        mt = c.get("model_type")
+        if mt not in SUPPORTED_MODEL_TYPES:
+            raise ValueError(f"model_type={mt!r} is not supported; allowed: {', '.join(SUPPORTED_MODEL_TYPES)}")
+
+        def need(key):
+            if key not in c or c[key] is None:
+                raise ValueError(f"config.json for model_type={mt!r} is missing the required field {key!r}")
+            return c[key]
+
+        nm = name or c.get("_name_or_path") or mt
+        if mt == "gpt2":
+            d = need("n_embd")
+            h = need("n_head")
+            return cls(name=nm, model_type=mt, n_layers=need("n_layer"), d_model=d, n_heads=h, n_kv_heads=h,
+                       head_dim=d // h, d_ff=c.get("n_inner") or 4 * d, vocab_size=need("vocab_size"),
+                       tie_embeddings=c.get("tie_word_embeddings", True),
+                       max_position_embeddings=need("n_positions"), attention_bias=True,
+                       attention_out_bias=True, mlp_bias=True, norm="layernorm",
+                       norm_eps=c.get("layer_norm_epsilon", 1e-5), mlp="gelu", position="learned",
+                       source="config.json (gpt2)")
+        d = need("hidden_size")
+        h = need("num_attention_heads")
+        kv = c.get("num_key_value_heads") or h
+        head_dim = c["head_dim"] if c.get("head_dim") is not None else d // h
+        rope = c.get("rope_theta")
+        if rope is None:
+            rope = (c.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+        kw = dict(name=nm, model_type=mt, n_layers=need("num_hidden_layers"), d_model=d, n_heads=h,
+                  n_kv_heads=kv, head_dim=head_dim, d_ff=need("intermediate_size"),
+                  vocab_size=need("vocab_size"),
+                  tie_embeddings=bool(c.get("tie_word_embeddings", mt == "gemma2")),
+                  max_position_embeddings=c.get("max_position_embeddings"),
+                  norm_eps=c.get("rms_norm_eps", 1e-6 if mt in ("qwen2", "qwen3", "qwen3_moe", "gemma2") else 1e-5),
+                  rope_theta=float(rope), attention_bias=bool(c.get("attention_bias", False)),
+                  attention_out_bias=bool(c.get("attention_bias", False)) and mt in ("llama", "qwen3", "qwen3_moe"),
+                  mlp_bias=bool(c.get("mlp_bias", False)),
+                  source=f"config.json ({mt})")
+        if mt in ("mistral", "phi3") and c.get("sliding_window"):
+            kw["sliding_window"] = c["sliding_window"]
+        if mt == "qwen2":
+            kw["attention_bias"] = True  # Qwen2 always has q/k/v biases, no output bias
+            kw["attention_out_bias"] = False
+            if c.get("use_sliding_window"):
+                kw["sliding_window"] = need("sliding_window")
+                mwl = c.get("max_window_layers", 0)
+                kw["layer_types"] = tuple("sliding_attention" if i >= mwl else "full_attention"
+                                          for i in range(kw["n_layers"]))
+        if mt in ("qwen3", "qwen3_moe"):
+            kw["qk_norm"] = True
+        if mt == "gemma2":
+            kw.update(norms_per_layer=4, mlp="geglu", sliding_window=need("sliding_window"))
+            kw["layer_types"] = tuple(c.get("layer_types") or (
+                "sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(kw["n_layers"])))
+        if mt == "mixtral":
+            kw.update(n_routed_experts=need("num_local_experts"), n_experts_per_token=need("num_experts_per_tok"),
+                      moe_d_ff=kw["d_ff"])
+            if c.get("sliding_window"):
+                kw["sliding_window"] = c["sliding_window"]
+        if mt == "qwen3_moe":
+            n = kw["n_layers"]
+            step = c.get("decoder_sparse_step", 1)
+            only = set(c.get("mlp_only_layers") or [])
+            kw.update(n_routed_experts=need("num_experts"), n_experts_per_token=need("num_experts_per_tok"),
+                      moe_d_ff=need("moe_intermediate_size"), norm_topk_prob=bool(c.get("norm_topk_prob", True)),
+                      dense_layers=tuple(i for i in range(n) if i in only or (i + 1) % step))
+        if mt == "deepseek_v3":
+            n = kw["n_layers"]
+            first = c.get("first_k_dense_replace", 0)
+            freq = c.get("moe_layer_freq", 1)
+            kw.update(n_routed_experts=need("n_routed_experts"), n_experts_per_token=need("num_experts_per_tok"),
+                      n_shared_experts=c.get("n_shared_experts") or 0, moe_d_ff=need("moe_intermediate_size"),
+                      dense_layers=tuple(i for i in range(n) if i < first or i % freq), router_bias=True,
+                      kv_lora_rank=need("kv_lora_rank"), q_lora_rank=c.get("q_lora_rank"),
+                      qk_rope_head_dim=need("qk_rope_head_dim"), qk_nope_head_dim=need("qk_nope_head_dim"),
+                      v_head_dim=need("v_head_dim"), norm_topk_prob=bool(c.get("norm_topk_prob", True)))
+            if c.get("head_dim") is None:
+                kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
+        return cls(**kw)
+
+
+# --- checkpoint tensors ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor of a checkpoint.
+
+    Attributes:
+        name: Hugging Face tensor name (Llama naming for llama-like families; GPT-2 naming for gpt2;
+            MoE experts as ``mlp.experts.{e}.{gate,up,down}_proj`` like Qwen3-MoE / DeepSeek).
+        shape: tensor shape as stored.
+        role: ``embedding``, ``position_embedding``, ``lm_head``, ``norm``, ``attn``, ``mlp``,
+            ``router``, ``expert``, ``shared_expert`` or ``bias``.
+        in_features: the reduction (input) dimension for a linear weight, else ``None``.
+        layer: 0-based layer index or ``None``.
+        expert: routed expert index or ``None``.
+    """
+
+    name: str
+    shape: tuple
+    role: str
+    in_features: int | None = None
+    layer: int | None = None
+    expert: int | None = None
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+
+def _linear(out: list, name: str, n_out: int, n_in: int, role: str, layer, bias: bool, expert=None):
+    out.append(TensorSpec(f"{name}.weight", (n_out, n_in), role, n_in, layer, expert))
+    if bias:
+        out.append(TensorSpec(f"{name}.bias", (n_out,), "bias", None, layer, expert))
+
+
+def _mlp(out: list, p: str, d: int, f: int, cfg: ModelConfig, role: str, layer, expert=None):
+    gated = cfg.mlp in ("swiglu", "geglu")
+    if gated:
+        _linear(out, f"{p}.gate_proj", f, d, role, layer, cfg.mlp_bias, expert)
+    _linear(out, f"{p}.up_proj", f, d, role, layer, cfg.mlp_bias, expert)
+    _linear(out, f"{p}.down_proj", d, f, role, layer, cfg.mlp_bias, expert)
+
+
+def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
+    """Every tensor a checkpoint of ``cfg`` stores, with Hugging Face names and shapes.
+
+    GPT-2 uses its own names and Conv1D layout ``[in, out]``.  Phi-3 checkpoints fuse q/k/v and
+    gate/up into one tensor each; they are listed unfused here (same element count).
+    """
+    out: list[TensorSpec] = []
+    D, V = cfg.d_model, cfg.vocab_size
+    if cfg.model_type == "gpt2":
+        out.append(TensorSpec("transformer.wte.weight", (V, D), "embedding"))
+        out.append(TensorSpec("transformer.wpe.weight", (cfg.max_position_embeddings, D), "position_embedding"))
+        for i in range(cfg.n_layers):
+            p = f"transformer.h.{i}"
+            for ln in ("ln_1", "ln_2"):
+                out += [TensorSpec(f"{p}.{ln}.weight", (D,), "norm", None, i),
+                        TensorSpec(f"{p}.{ln}.bias", (D,), "norm", None, i)]
+            for nm, n_in, n_out, role in (("attn.c_attn", D, 3 * D, "attn"), ("attn.c_proj", D, D, "attn"),
+                                          ("mlp.c_fc", D, cfg.d_ff, "mlp"), ("mlp.c_proj", cfg.d_ff, D, "mlp")):
+                out += [TensorSpec(f"{p}.{nm}.weight", (n_in, n_out), role, n_in, i),
+                        TensorSpec(f"{p}.{nm}.bias", (n_out,), "bias", None, i)]
+        out += [TensorSpec("transformer.ln_f.weight", (D,), "norm"),
+                TensorSpec("transformer.ln_f.bias", (D,), "norm")]
+        if not cfg.tie_embeddings:
+            out.append(TensorSpec("lm_head.weight", (V, D), "lm_head", D))
+        return out
+
+    def norm(name, size, layer):
+        out.append(TensorSpec(f"{name}.weight", (size,), "norm", None, layer))
+        if cfg.norm == "layernorm":
+            out.append(TensorSpec(f"{name}.bias", (size,), "norm", None, layer))
+
+    out.append(TensorSpec("model.embed_tokens.weight", (V, D), "embedding"))
+    H, KV, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}"
+        norm(f"{p}.input_layernorm", D, i)
+        a = f"{p}.self_attn"
+        if cfg.is_mla:
+            qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+            if cfg.q_lora_rank is not None:
+                _linear(out, f"{a}.q_a_proj", cfg.q_lora_rank, D, "attn", i, False)
+                norm(f"{a}.q_a_layernorm", cfg.q_lora_rank, i)
+                _linear(out, f"{a}.q_b_proj", H * qk, cfg.q_lora_rank, "attn", i, False)
+            else:
+                _linear(out, f"{a}.q_proj", H * qk, D, "attn", i, False)
+            _linear(out, f"{a}.kv_a_proj_with_mqa", cfg.kv_lora_rank + cfg.qk_rope_head_dim, D, "attn", i, False)
+            norm(f"{a}.kv_a_layernorm", cfg.kv_lora_rank, i)
+            _linear(out, f"{a}.kv_b_proj", H * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.kv_lora_rank,
+                    "attn", i, False)
+            _linear(out, f"{a}.o_proj", D, H * cfg.v_head_dim, "attn", i, cfg.attention_out_bias)
+        else:
+            _linear(out, f"{a}.q_proj", H * hd, D, "attn", i, cfg.attention_bias)
+            _linear(out, f"{a}.k_proj", KV * hd, D, "attn", i, cfg.attention_bias)
+            _linear(out, f"{a}.v_proj", KV * hd, D, "attn", i, cfg.attention_bias)
+            _linear(out, f"{a}.o_proj", D, H * hd, "attn", i, cfg.attention_out_bias)
+            if cfg.qk_norm:
+                norm(f"{a}.q_norm", hd, i)
+                norm(f"{a}.k_norm", hd, i)
+        norm(f"{p}.post_attention_layernorm", D, i)
+        if cfg.norms_per_layer == 4:
+            norm(f"{p}.pre_feedforward_layernorm", D, i)
+            norm(f"{p}.post_feedforward_layernorm", D, i)
+        if cfg.is_moe_layer(i):
+            m = f"{p}.mlp"
+            out.append(TensorSpec(f"{m}.gate.weight", (cfg.n_routed_experts, D), "router", D, i))
+            if cfg.router_bias:
+                out.append(TensorSpec(f"{m}.gate.e_score_correction_bias", (cfg.n_routed_experts,), "router", None, i))
+            for e in range(cfg.n_routed_experts):
+                _mlp(out, f"{m}.experts.{e}", D, cfg.moe_d_ff, cfg, "expert", i, e)
+            if cfg.n_shared_experts:
+                _mlp(out, f"{m}.shared_experts", D, cfg.shared_d_ff, cfg, "shared_expert", i)
+        else:
+            _mlp(out, f"{p}.mlp", D, cfg.d_ff, cfg, "mlp", i)
+    norm("model.norm", D, None)
+    if not cfg.tie_embeddings:
+        out.append(TensorSpec("lm_head.weight", (V, D), "lm_head", D))
+    return out
+
+
+def param_count(cfg: ModelConfig, active: bool = False) -> int:
+    """Exact parameter count of ``cfg`` (tied embeddings counted once).
+
+    ``active=True`` counts, for an MoE, only the ``n_experts_per_token`` routed experts a token
+    uses (plus everything else: attention, router, shared experts, embeddings, lm_head).  For a
+    dense model it equals the total.
+
+    Vendors' headline counts (``cfg.published_params``) agree with this to their printed precision;
+    the presets' docstrings/notes explain any gap.
+    """
+    total = 0
+    for t in tensor_specs(cfg):
+        if active and t.role == "expert" and t.expert >= cfg.n_experts_per_token:
+            continue
+        total += t.numel
+    return total
+
+
+# --- weight bytes and quantisation -----------------------------------------------------------
+@dataclass(frozen=True)
+class QuantSpec:
+    """How linear weights are stored when quantised (weight-only quantisation).
+
+    Attributes:
+        weight_dtype: ``"int8"``, ``"int4"`` or ``"fp8"`` (E4M3 or E5M2, 8 bits).
+        group_size: elements along the input dimension sharing one scale (``None`` = per output
+            channel: one scale per row).  Must divide each quantised tensor's ``in_features``.
+        block_shape: ``(rows, cols)`` 2-D blocks sharing one scale (FP8 block scaling as in
+            DeepSeek-V3's ``weight_block_size: [128, 128]``); partial edge blocks get a scale too.
+        scale_dtype: dtype of the scales.
+        zero_point: asymmetric quantisation stores one zero point per group, packed in
+            ``weight_dtype`` bits (as GPTQ/AWQ pack INT4 zeros).
+        keep: roles left in the unquantised dtype (default: embeddings, lm_head, norms, router,
+            biases).
+
+    Bytes of a quantised ``[out, in]`` weight: ``ceil(out·in·bits/8) + n_groups·scale_bytes
+    (+ ceil(n_groups·bits/8) with zero points)``.
+
+    Raises:
+        ValueError: unknown dtypes, non-positive group size, both group and block given.
+    """
+
+    weight_dtype: str
+    group_size: int | None = None
+    block_shape: tuple | None = None
+    scale_dtype: str = "fp16"
+    zero_point: bool = False
+    keep: tuple = ("embedding", "position_embedding", "lm_head", "norm", "router", "bias")
+
+    def __post_init__(self):
+        check_dtype(self.weight_dtype, ("int8", "int4", "fp8", "fp8_e4m3", "fp8_e5m2"), "weight_dtype")
+        check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16"), "scale_dtype")
+        if self.group_size is not None:
+            require_positive("group_size", self.group_size)
+        if self.block_shape is not None:
+            if self.group_size is not None:
+                raise ValueError("give either group_size or block_shape, not both")
+            if len(self.block_shape) != 2:
+                raise ValueError(f"block_shape={self.block_shape!r} must be (rows, cols)")
+            for v in self.block_shape:
+                require_positive("block_shape", v)
+
+    @classmethod
+    def int8_per_channel(cls, scale_dtype: str = "fp16") -> "QuantSpec":
+        """INT8 symmetric, one scale per output channel (LLM.int8-style weight storage)."""
+        return cls("int8", None, None, scale_dtype, False)
+
+    @classmethod
+    def int4_groupwise(cls, group_size: int = 128, scale_dtype: str = "fp16", zero_point: bool = True) -> "QuantSpec":
+        """INT4 asymmetric, one scale and one 4-bit zero point per ``group_size`` inputs (GPTQ/AWQ layout)."""
+        return cls("int4", group_size, None, scale_dtype, zero_point)
+
+    @classmethod
+    def fp8_block(cls, block: int = 128, scale_dtype: str = "fp32") -> "QuantSpec":
+        """FP8 (E4M3) with one FP32 scale per ``block × block`` tile (DeepSeek-V3 checkpoint layout)."""
+        return cls("fp8_e4m3", None, (block, block), scale_dtype, False)
+
+    def n_groups(self, shape: tuple, in_features: int) -> int:
+        """Number of scales for a weight of ``shape`` whose input dimension is ``in_features``.
+
+        Raises:
+            ValueError: ``group_size`` does not divide ``in_features``.
+        """
+        numel = math.prod(shape)
+        n_out = numel // in_features
+        if self.block_shape is not None:
+            br, bc = self.block_shape
+            return math.ceil(n_out / br) * math.ceil(in_features / bc)
+        g = self.group_size or in_features
+        if in_features % g:
+            raise ValueError(f"group_size={g} does not divide in_features={in_features}; choose a divisor")
+        return n_out * (in_features // g)
+
+    def tensor_bytes(self, shape: tuple, in_features: int) -> int:
+        """Stored bytes of one quantised weight (values + scales + zero points)."""
+        bits = dtype_bits(self.weight_dtype)
+        groups = self.n_groups(shape, in_features)
+        nbytes = math.ceil(math.prod(shape) * bits / 8) + groups * dtype_bits(self.scale_dtype) // 8
+        if self.zero_point:
+            nbytes += math.ceil(groups * bits / 8)
+        return nbytes
+
+
+def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None = None) -> int:
+    """Bytes of all weights of ``cfg`` stored in ``dtype`` (int; tied embeddings once).
+
+    With ``quant``, every 2-D weight whose role is not in ``quant.keep`` is stored as
+    :meth:`QuantSpec.tensor_bytes` says; kept tensors stay in ``dtype``.  ``dtype="int4"`` without
+    ``quant`` counts bare 4-bit values with no scales (a lower bound no real format reaches).
+
+    Raises:
+        ValueError: unknown dtype, or a group size that does not divide a tensor's input dimension.
+    """
+    check_dtype(dtype)
+    bits = dtype_bits(dtype)
+    total = 0
+    for t in tensor_specs(cfg):
+        if quant is not None and t.in_features is not None and t.role not in quant.keep:
+            total += quant.tensor_bytes(t.shape, t.in_features)
+        else:
+            total += math.ceil(t.numel * bits / 8)
+    return total
+
+
+# --- presets --------------------------------------------------------------------------------
+def _hf(path):
+    return f"Hugging Face {path}/config.json"
+
+
+MODEL_PRESETS: dict[str, ModelConfig] = {}
+
+
+def _add(cfg: ModelConfig):
+    MODEL_PRESETS[cfg.name] = cfg
+
+
+_add(ModelConfig(name="GPT-2-small", model_type="gpt2", n_layers=12, d_model=768, n_heads=12, n_kv_heads=12,
+                 head_dim=64, d_ff=3072, vocab_size=50257, tie_embeddings=True, max_position_embeddings=1024,
+                 attention_bias=True, attention_out_bias=True, mlp_bias=True, norm="layernorm", mlp="gelu",
+                 position="learned", source=_hf("openai-community/gpt2"), published_params=124_000_000,
+                 published_precision=1_000_000,
+                 notes="Hugging Face's model card says 124M. The GPT-2 paper's Table 2 says 117M; that "
+                       "figure is known to have been miscounted, and the released checkpoint holds "
+                       "124,439,808 parameters."))
+_add(ModelConfig(name="Llama-2-7B", model_type="llama", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32,
+                 head_dim=128, d_ff=11008, vocab_size=32000, max_position_embeddings=4096,
+                 source=_hf("meta-llama/Llama-2-7b-hf") + "; Touvron et al. 2023, arXiv:2307.09288",
+                 published_params=6_738_415_616, published_precision=1))
+_add(ModelConfig(name="Llama-3-8B", model_type="llama", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
+                 head_dim=128, d_ff=14336, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+                 source=_hf("meta-llama/Meta-Llama-3-8B"), published_params=8_030_000_000,
+                 published_precision=10_000_000))
+_add(ModelConfig(name="Llama-3.1-70B", model_type="llama", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
+                 head_dim=128, d_ff=28672, vocab_size=128256, max_position_embeddings=131072,
+                 rope_theta=500000.0, source=_hf("meta-llama/Llama-3.1-70B"), published_params=70_600_000_000,
+                 published_precision=100_000_000))
+_add(ModelConfig(name="Mistral-7B-v0.1", model_type="mistral", n_layers=32, d_model=4096, n_heads=32,
+                 n_kv_heads=8, head_dim=128, d_ff=14336, vocab_size=32000, max_position_embeddings=32768,
+                 sliding_window=4096, source=_hf("mistralai/Mistral-7B-v0.1") + "; Jiang et al. 2023, arXiv:2310.06825",
+                 published_params=7_240_000_000, published_precision=10_000_000))
+_add(ModelConfig(name="Mixtral-8x7B", model_type="mixtral", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
+                 head_dim=128, d_ff=14336, vocab_size=32000, max_position_embeddings=32768, rope_theta=1e6,
+                 n_routed_experts=8, n_experts_per_token=2, moe_d_ff=14336,
+                 source=_hf("mistralai/Mixtral-8x7B-v0.1") + "; Mistral AI, 'Mixtral of experts' (2023): "
+                        "46.7B total, 12.9B used per token",
+                 published_params=46_700_000_000, published_active_params=12_900_000_000,
+                 published_precision=100_000_000))
+_add(ModelConfig(name="Qwen2.5-7B", model_type="qwen2", n_layers=28, d_model=3584, n_heads=28, n_kv_heads=4,
+                 head_dim=128, d_ff=18944, vocab_size=152064, max_position_embeddings=131072, rope_theta=1e6,
+                 norm_eps=1e-6, attention_bias=True, source=_hf("Qwen/Qwen2.5-7B") + "; model card: 7.61B",
+                 published_params=7_610_000_000, published_precision=10_000_000))
+_add(ModelConfig(name="Qwen3-30B-A3B", model_type="qwen3_moe", n_layers=48, d_model=2048, n_heads=32,
+                 n_kv_heads=4, head_dim=128, d_ff=6144, vocab_size=151936, max_position_embeddings=40960,
+                 rope_theta=1e6, norm_eps=1e-6, qk_norm=True, n_routed_experts=128, n_experts_per_token=8,
+                 moe_d_ff=768, source=_hf("Qwen/Qwen3-30B-A3B") + "; model card: 30.5B total, 3.3B activated",
+                 published_params=30_500_000_000, published_active_params=3_300_000_000,
+                 published_precision=100_000_000))
+_add(ModelConfig(name="DeepSeek-V3", model_type="deepseek_v3", n_layers=61, d_model=7168, n_heads=128,
+                 n_kv_heads=128, head_dim=192, d_ff=18432, vocab_size=129280, max_position_embeddings=163840,
+                 n_routed_experts=256, n_experts_per_token=8, n_shared_experts=1, moe_d_ff=2048,
+                 dense_layers=(0, 1, 2), router_bias=True, kv_lora_rank=512, q_lora_rank=1536,
+                 qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, norm_eps=1e-6,
+                 source=_hf("deepseek-ai/DeepSeek-V3") + "; DeepSeek-V3 Technical Report, arXiv:2412.19437: "
+                        "671B total, 37B activated",
+                 published_params=671_000_000_000, published_active_params=37_000_000_000,
+                 published_precision=1_000_000_000,
+                 notes="Counts exclude the multi-token-prediction module (the checkpoint's extra 14B, "
+                       "layer 61), as the report's 671B does. Active count here is 37.55B because it "
+                       "includes the 0.93B input embedding table; without it (a gather, not a matmul) "
+                       "it is 36.63B. Either way the report's '37B' is within 0.6B."))
+_add(ModelConfig(name="Phi-3-mini", model_type="phi3", n_layers=32, d_model=3072, n_heads=32, n_kv_heads=32,
+                 head_dim=96, d_ff=8192, vocab_size=32064, max_position_embeddings=4096, sliding_window=2047,
+                 source=_hf("microsoft/Phi-3-mini-4k-instruct") + "; Abdin et al. 2024, arXiv:2404.14219: 3.8B",
+                 published_params=3_800_000_000, published_precision=100_000_000))
+_add(ModelConfig(name="Gemma-2-9B", model_type="gemma2", n_layers=42, d_model=3584, n_heads=16, n_kv_heads=8,
+                 head_dim=256, d_ff=14336, vocab_size=256000, tie_embeddings=True, max_position_embeddings=8192,
+                 norm_eps=1e-6, norms_per_layer=4, mlp="geglu", sliding_window=4096,
+                 layer_types=tuple("sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(42)),
+                 source=_hf("google/gemma-2-9b") + "; Gemma Team 2024, arXiv:2408.00118 Table 2: "
+                        "8,324,201,984 non-embedding parameters",
+                 published_params=9_000_000_000, published_precision=1_000_000_000,
+                 notes="The paper's non-embedding count (8,324,201,984) matches exactly; its embedding "
+                       "count (917,962,752) is for a 256,128-row table, the released vocabulary has 256,000."))
+# Tiny presets for CPU lessons: small enough for notebooks, shaped like the real ones.
+_add(ModelConfig(name="tiny-llama", model_type="llama", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2,
+                 head_dim=16, d_ff=160, vocab_size=256, max_position_embeddings=256,
+                 source="this book: a Llama-shaped toy (GQA 4:2) for CPU lessons"))
+_add(ModelConfig(name="tiny-moe", model_type="qwen3_moe", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2,
+                 head_dim=16, d_ff=160, vocab_size=256, max_position_embeddings=256, n_routed_experts=8,
+                 n_experts_per_token=2, n_shared_experts=1, moe_d_ff=64, norm_eps=1e-6,
+                 source="this book: a Qwen-MoE-shaped toy (8 experts, top-2, one shared expert)"))
+_add(ModelConfig(name="tiny-draft", model_type="llama", n_layers=1, d_model=32, n_heads=2, n_kv_heads=1,
+                 head_dim=16, d_ff=64, vocab_size=256, max_position_embeddings=256,
+                 source="this book: a draft model sharing tiny-llama's vocabulary, for speculative decoding"))
+_add(ModelConfig(name="bench-llama", model_type="llama", n_layers=4, d_model=1024, n_heads=16, n_kv_heads=4,
+                 head_dim=64, d_ff=2816, vocab_size=8192, max_position_embeddings=2048,
+                 source="this book: ~62M parameters (~250 MB in FP32), larger than a CPU's last-level "
+                        "cache, for the bandwidth-bound decode loop"))
+
+
+def model_config(name: str) -> ModelConfig:
+    """Return the preset ``name`` (see :data:`MODEL_PRESETS`; each stores its ``source``).
+
+    Raises:
+        ValueError: unknown name; the message lists the presets.
+    """
+    if name not in MODEL_PRESETS:
+        raise ValueError(f"model={name!r} is not a preset; allowed: {', '.join(MODEL_PRESETS)}")
+    return MODEL_PRESETS[name]

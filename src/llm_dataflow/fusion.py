@@ -1,0 +1,2 @@
+"""(stub: being written)."""
+__all__: list[str] = []

@@ -1,0 +1,204 @@
+"""Hardware presets: GPUs (memory, bandwidth, peak FLOP/s, on-chip sizes) and links.
+
+Every number carries its source.  Bandwidths state explicitly whether they are **per
+direction** or **both directions together** (NVIDIA quotes NVLink as the bidirectional
+total; the time to move a buffer one way uses the per-direction figure).  Peak FLOP/s are
+*dense* tensor-core rates (datasheets also print 2:4-sparse rates, twice as large).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .units import GB, TB, KiB, MiB, check_dtype, require_positive
+
+__all__ = [
+    "HardwareSpec", "LinkSpec", "hardware", "link", "HARDWARE", "LINKS",
+    "arithmetic_intensity", "ridge_point",
+]
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """An interconnect between two devices (or device and host).
+
+    Attributes:
+        name: preset name.
+        bandwidth_per_direction: bytes/s one way (B/s, GB = 1e9).
+        bandwidth_bidirectional: bytes/s both ways together, as vendors often print it.
+        latency_s: an *illustrative* per-message latency (s) for the α–β time model; not a
+            datasheet number — measure your own.
+        scope: ``"host-device"``, ``"intra-node"`` or ``"inter-node"``.
+        source: where the bandwidth comes from.
+    """
+
+    name: str
+    bandwidth_per_direction: float
+    bandwidth_bidirectional: float
+    latency_s: float
+    scope: str
+    source: str
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator.
+
+    Attributes:
+        name: preset name.
+        memory_bytes: HBM capacity in bytes as the datasheet states it (GB = 1e9).
+        hbm_bandwidth: HBM bandwidth, B/s.
+        peak_flops: dense peak FLOP/s per dtype (``"bf16"``, ``"fp16"``, ``"fp8"``, ``"tf32"``,
+            ``"fp32"``, ``"int8"`` (OP/s)).
+        n_sms: streaming multiprocessors.
+        l2_bytes: L2 cache bytes (``None`` where not published).
+        smem_per_sm_bytes: maximum shared memory per SM, bytes.
+        registers_per_sm_bytes: register file per SM, bytes.
+        tmem_per_sm_bytes: Blackwell Tensor Memory per SM, bytes (0 before Blackwell).
+        boost_clock_hz: maximum boost clock, Hz.
+        nvlink: the NVLink preset name of this part.
+        host_link: the host link preset name.
+        architecture: ``"Ampere"``, ``"Hopper"`` or ``"Blackwell"``.
+        source: datasheet / whitepaper citations.
+    """
+
+    name: str
+    architecture: str
+    memory_bytes: float
+    hbm_bandwidth: float
+    peak_flops: dict
+    n_sms: int
+    l2_bytes: float | None
+    smem_per_sm_bytes: int
+    registers_per_sm_bytes: int
+    tmem_per_sm_bytes: int
+    boost_clock_hz: float
+    nvlink: str
+    host_link: str
+    source: str
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype``.
+
+        Raises:
+            ValueError: ``dtype`` has no published peak on this part.
+        """
+        if dtype not in self.peak_flops:
+            raise ValueError(f"dtype={dtype!r} has no peak FLOP/s for {self.name}; "
+                             f"allowed: {', '.join(self.peak_flops)}")
+        return self.peak_flops[dtype]
+
+
+_A100_SRC = ("NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: 2,039 GB/s; BF16 312 TFLOPS dense); "
+             "NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs, 40 MB L2, 164 KB smem/SM, "
+             "64K 32-bit registers/SM)")
+_H100_SRC = ("NVIDIA H100 Tensor Core GPU datasheet (SXM: 80 GB, 3.35 TB/s; BF16 1,979 TFLOPS with "
+             "sparsity = 989.4 dense; FP8 3,958 sparse = 1,979 dense); NVIDIA H100 Tensor Core GPU "
+             "Architecture whitepaper (132 SMs, 50 MB L2, 228 KB smem/SM, 256 KB registers/SM, "
+             "1,980 MHz max boost)")
+_H200_SRC = ("NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, 4.8 TB/s; same Hopper "
+             "compute as H100 SXM: BF16 1,979 TFLOPS sparse = 989.4 dense)")
+_B200_SRC = ("NVIDIA DGX B200 datasheet (8 GPUs: 1,440 GB, 64 TB/s HBM3e → 180 GB and 8 TB/s per GPU; "
+             "FP8 72 PFLOPS and FP4 144 PFLOPS with sparsity → per GPU dense FP8 4.5, BF16 2.25 PFLOPS); "
+             "NVLink 5 1.8 TB/s per GPU; PTX ISA 8.7 'Tensor Memory' (512 columns × 128 lanes × 32 bit "
+             "= 256 KiB per SM)")
+
+HARDWARE: dict[str, HardwareSpec] = {
+    "A100-80GB-SXM": HardwareSpec(
+        name="A100-80GB-SXM", architecture="Ampere", memory_bytes=80 * GB, hbm_bandwidth=2039 * GB,
+        peak_flops={"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12, "int8": 624e12},
+        n_sms=108, l2_bytes=40e6, smem_per_sm_bytes=164 * KiB,
+        registers_per_sm_bytes=256 * KiB, tmem_per_sm_bytes=0, boost_clock_hz=1.41e9,
+        nvlink="NVLink3", host_link="PCIe-Gen4-x16", source=_A100_SRC),
+    "H100-SXM": HardwareSpec(
+        name="H100-SXM", architecture="Hopper", memory_bytes=80 * GB, hbm_bandwidth=3.35 * TB,
+        peak_flops={"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12,
+                    "fp32": 67e12, "int8": 1978.9e12},
+        n_sms=132, l2_bytes=50e6, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
+        tmem_per_sm_bytes=0, boost_clock_hz=1.98e9, nvlink="NVLink4", host_link="PCIe-Gen5-x16",
+        source=_H100_SRC),
+    "H200": HardwareSpec(
+        name="H200", architecture="Hopper", memory_bytes=141 * GB, hbm_bandwidth=4.8 * TB,
+        peak_flops={"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12,
+                    "fp32": 67e12, "int8": 1978.9e12},
+        n_sms=132, l2_bytes=50e6, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
+        tmem_per_sm_bytes=0, boost_clock_hz=1.98e9, nvlink="NVLink4", host_link="PCIe-Gen5-x16",
+        source=_H200_SRC),
+    "B200": HardwareSpec(
+        name="B200", architecture="Blackwell", memory_bytes=180 * GB, hbm_bandwidth=8 * TB,
+        peak_flops={"bf16": 2.25e15, "fp16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15, "tf32": 1.1e15,
+                    "int8": 4.5e15},
+        n_sms=148, l2_bytes=None, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
+        tmem_per_sm_bytes=256 * KiB, boost_clock_hz=1.965e9, nvlink="NVLink5", host_link="PCIe-Gen5-x16",
+        source=_B200_SRC,
+        notes="B200's L2 size and boost clock are not in NVIDIA's datasheet; l2_bytes is None and the "
+              "clock is indicative. FP32 non-tensor peak is omitted for the same reason."),
+}
+
+_PCIE_SRC = "PCI-SIG: Gen4 16 GT/s, Gen5 32 GT/s per lane, 128b/130b encoding; 16 lanes per direction"
+LINKS: dict[str, LinkSpec] = {
+    "PCIe-Gen4-x16": LinkSpec("PCIe-Gen4-x16", 16e9 * 16 * 128 / 130 / 8, 2 * 16e9 * 16 * 128 / 130 / 8,
+                              2e-6, "host-device", _PCIE_SRC),
+    "PCIe-Gen5-x16": LinkSpec("PCIe-Gen5-x16", 32e9 * 16 * 128 / 130 / 8, 2 * 32e9 * 16 * 128 / 130 / 8,
+                              2e-6, "host-device", _PCIE_SRC),
+    "NVLink3": LinkSpec("NVLink3", 300 * GB, 600 * GB, 1e-6, "intra-node",
+                        "NVIDIA A100 datasheet: NVLink 600 GB/s (bidirectional total per GPU)"),
+    "NVLink4": LinkSpec("NVLink4", 450 * GB, 900 * GB, 1e-6, "intra-node",
+                        "NVIDIA H100 datasheet: NVLink 900 GB/s (bidirectional total per GPU)"),
+    "NVLink5": LinkSpec("NVLink5", 900 * GB, 1800 * GB, 1e-6, "intra-node",
+                        "NVIDIA DGX B200 datasheet: NVLink 5, 1.8 TB/s per GPU (bidirectional total)"),
+    "InfiniBand-NDR": LinkSpec("InfiniBand-NDR", 400e9 / 8, 2 * 400e9 / 8, 5e-6, "inter-node",
+                               "NVIDIA ConnectX-7 / Quantum-2 NDR: 400 Gb/s per port per direction"),
+    "RoCE-400GbE": LinkSpec("RoCE-400GbE", 400e9 / 8, 2 * 400e9 / 8, 5e-6, "inter-node",
+                            "IEEE 802.3 400GBASE: 400 Gb/s per direction (RoCE v2 over Ethernet)"),
+}
+
+
+def _lookup(table: dict, name: str, what: str):
+    if name not in table:
+        raise ValueError(f"{what}={name!r} is not a preset; allowed: {', '.join(table)}")
+    return table[name]
+
+
+def hardware(name: str) -> HardwareSpec:
+    """Return the accelerator preset ``name`` (one of :data:`HARDWARE`).
+
+    Raises:
+        ValueError: unknown name; the message lists the presets.
+    """
+    return _lookup(HARDWARE, name, "hardware")
+
+
+def link(name: str) -> LinkSpec:
+    """Return the link preset ``name`` (one of :data:`LINKS`).
+
+    Raises:
+        ValueError: unknown name.
+    """
+    return _lookup(LINKS, name, "link")
+
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte moved (FLOP/B), the x axis of a roofline (Williams et al., CACM 2009).
+
+    Raises:
+        ValueError: ``flops`` negative or ``nbytes`` not positive.
+    """
+    if not isinstance(flops, (int, float)) or flops < 0:
+        raise ValueError(f"flops={flops!r} is not allowed; it must be a non-negative number")
+    require_positive("nbytes", nbytes, integer=False)
+    return flops / nbytes
+
+
+def ridge_point(hw: HardwareSpec | str, dtype: str = "bf16") -> float:
+    """Arithmetic intensity (FLOP/B) above which a kernel is compute-bound on ``hw``:
+    dense peak FLOP/s for ``dtype`` ÷ HBM bandwidth.  H100 SXM BF16: 989.4e12 / 3.35e12 ≈ 295.
+
+    Raises:
+        ValueError: unknown hardware or a dtype without a published peak.
+    """
+    if isinstance(hw, str):
+        hw = hardware(hw)
+    check_dtype(dtype)
+    return hw.flops(dtype) / hw.hbm_bandwidth

@@ -1,0 +1,93 @@
+"""The one device helper and the timing tools every chapter's measurements use.
+
+CPU first: ``device()`` returns CUDA when a GPU is present (and ``LDF_DEVICE`` does not say
+otherwise), else CPU.  Timings synchronise the device, take the median of several repeats
+after warm-up, and are printed through :func:`llm_dataflow.units.fmt_measured`.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+
+__all__ = ["device", "describe_device", "synchronize", "time_fn", "progress", "cpu_threads", "seed_all"]
+
+
+def device(prefer: str | None = None) -> torch.device:
+    """The device lessons run on: ``cuda`` if available, else ``cpu``.
+
+    ``prefer`` (or the environment variable ``LDF_DEVICE``) may force ``"cpu"`` or ``"cuda"``.
+
+    Raises:
+        ValueError: ``prefer`` is not ``"cpu"``/``"cuda"``, or ``"cuda"`` is asked for without a GPU.
+    """
+    choice = prefer or os.environ.get("LDF_DEVICE")
+    if choice is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if choice not in ("cpu", "cuda"):
+        raise ValueError(f"device={choice!r} is not allowed; allowed: 'cpu', 'cuda'")
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was requested but torch sees no CUDA GPU")
+    return torch.device(choice)
+
+
+def describe_device(dev: torch.device | None = None) -> str:
+    """One line naming the device a notebook measures on (GPU name, or CPU thread count)."""
+    dev = dev or device()
+    if dev.type == "cuda":
+        return f"CUDA GPU: {torch.cuda.get_device_name(dev)}"
+    return f"CPU ({torch.get_num_threads()} torch threads)"
+
+
+def cpu_threads() -> int:
+    """torch's intra-op thread count on CPU."""
+    return torch.get_num_threads()
+
+
+def synchronize(dev: torch.device | str | None = None) -> None:
+    """Wait for queued GPU work (a no-op on CPU), so timers measure finished work."""
+    dev = torch.device(dev) if dev is not None else device()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def time_fn(fn, *, repeat: int = 5, warmup: int = 1, dev: torch.device | str | None = None) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeat`` runs after ``warmup`` runs.
+
+    Raises:
+        ValueError: ``repeat`` < 1 or ``warmup`` < 0.
+    """
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat={repeat!r} is not allowed; it must be an integer >= 1")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup={warmup!r} is not allowed; it must be an integer >= 0")
+    for _ in range(warmup):
+        fn()
+    synchronize(dev)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        synchronize(dev)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def progress(iterable=None, *, desc: str = "", total: int | None = None, leave: bool = False):
+    """A tqdm progress bar for measurement loops (notebook widget in Jupyter, text elsewhere).
+
+    ``leave=False`` removes the bar when done, so saved outputs hold no timing text.
+    """
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, leave=leave)
+
+
+def seed_all(seed: int = 0) -> None:
+    """Seed torch and Python's ``random`` (the book's notebooks call this first)."""
+    import random
+
+    random.seed(seed)
+    torch.manual_seed(seed)

@@ -1,0 +1,131 @@
+"""Units and number formatting: bytes per element, GB vs GiB, and measured values.
+
+The book never mixes decimal and binary prefixes: ``GB = 1e9`` bytes (vendors' capacities and
+bandwidths), ``GiB = 2**30`` bytes (what allocators and ``nvidia-smi`` report).  See
+``book/notation.md``.
+"""
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
+    "DTYPE_BITS", "dtype_bits", "dtype_bytes", "check_dtype",
+    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_si",
+    "require_positive", "require_nonnegative",
+]
+
+KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+
+#: Storage width of one element, in bits.  ``fp8`` means either FP8 format (E4M3 or E5M2,
+#: both 8 bits; OCP 8-bit Floating Point Specification v1.0).  ``int4`` packs two values per byte.
+DTYPE_BITS: dict[str, int] = {
+    "fp32": 32,
+    "tf32": 32,  # stored as fp32; TF32 is a tensor-core compute mode
+    "fp16": 16,
+    "bf16": 16,
+    "fp8": 8,
+    "fp8_e4m3": 8,
+    "fp8_e5m2": 8,
+    "int8": 8,
+    "int4": 4,
+    "fp4": 4,
+    "int32": 32,
+    "int64": 64,
+}
+
+
+def check_dtype(dtype: str, allowed: tuple[str, ...] | None = None, field: str = "dtype") -> str:
+    """Return ``dtype`` if it is a known dtype name (and in ``allowed`` when given).
+
+    Raises:
+        ValueError: naming the field, the value and the allowed names.
+    """
+    names = tuple(allowed) if allowed is not None else tuple(DTYPE_BITS)
+    if not isinstance(dtype, str) or dtype not in names:
+        raise ValueError(f"{field}={dtype!r} is not a known dtype; allowed: {', '.join(names)}")
+    return dtype
+
+
+def dtype_bits(dtype: str) -> int:
+    """Bits per stored element of ``dtype`` (e.g. ``"bf16"`` → 16, ``"int4"`` → 4).
+
+    Raises:
+        ValueError: unknown dtype name.
+    """
+    return DTYPE_BITS[check_dtype(dtype)]
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of ``dtype`` (``"int4"`` → 0.5).  Exact counts use :func:`dtype_bits`.
+
+    Raises:
+        ValueError: unknown dtype name.
+    """
+    return dtype_bits(dtype) / 8
+
+
+def require_positive(field: str, value, *, integer: bool = True):
+    """Return ``value`` if it is a positive (integer) number, else raise ``ValueError`` naming ``field``."""
+    ok_type = isinstance(value, int) and not isinstance(value, bool) if integer else isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok_type or not value > 0 or (not integer and not math.isfinite(value)):
+        kind = "a positive integer" if integer else "a positive finite number"
+        raise ValueError(f"{field}={value!r} is not allowed; it must be {kind}")
+    return value
+
+
+def require_nonnegative(field: str, value, *, integer: bool = True):
+    """Return ``value`` if it is a non-negative (integer) number, else raise ``ValueError`` naming ``field``."""
+    ok_type = isinstance(value, int) and not isinstance(value, bool) if integer else isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok_type or value < 0 or (not integer and not math.isfinite(value)):
+        kind = "a non-negative integer" if integer else "a non-negative finite number"
+        raise ValueError(f"{field}={value!r} is not allowed; it must be {kind}")
+    return value
+
+
+def fmt_gb(nbytes: float, digits: int = 2) -> str:
+    """Format bytes in decimal gigabytes: ``fmt_gb(14e9)`` → ``'14.00 GB'`` (GB = 1e9 B)."""
+    return f"{nbytes / GB:.{digits}f} GB"
+
+
+def fmt_gib(nbytes: float, digits: int = 2) -> str:
+    """Format bytes in binary gibibytes: ``fmt_gib(14e9)`` → ``'13.04 GiB'`` (GiB = 2**30 B)."""
+    return f"{nbytes / GiB:.{digits}f} GiB"
+
+
+_DEC = [("TB", TB), ("GB", GB), ("MB", MB), ("KB", KB)]
+_BIN = [("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)]
+
+
+def fmt_bytes(nbytes: float, binary: bool = False, digits: int = 2) -> str:
+    """Format a byte count with the largest fitting prefix, decimal (KB, MB, GB, TB) by default
+    or binary (KiB … TiB) with ``binary=True``; below 1 KB/KiB it prints whole bytes."""
+    for unit, size in (_BIN if binary else _DEC):
+        if abs(nbytes) >= size:
+            return f"{nbytes / size:.{digits}f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def fmt_si(value: float, unit: str, digits: int = 3) -> str:
+    """Format an analytic quantity with an SI prefix, e.g. ``fmt_si(4.18e-3, 's')`` → ``'4.18 ms'``."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value} {unit}"
+    prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
+                (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
+    for scale, p in prefixes:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {p}{unit}"
+    return f"{value / 1e-9:.{digits}g} n{unit}"
+
+
+def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
+    """Format a *measured* number as ``'<value> <unit> (measured)'``.
+
+    Every number that depends on the reader's machine goes through this function, so that one
+    regular expression in ``tests/nbval_sanitize.cfg`` masks it when nbval compares saved
+    outputs, while analytic numbers stay compared exactly.
+    """
+    if not math.isfinite(value):
+        return f"nan {unit} (measured)"
+    return f"{value:.{digits}g} {unit} (measured)".replace("  ", " ")

@@ -1,0 +1,40 @@
+"""Re-execute notebooks in place, top to bottom, saving outputs and widget state.
+
+Usage: python tools/execute_notebooks.py [notebooks/NN_name.ipynb ...]   (default: all)
+
+Runs each notebook in a fresh kernel with the working directory set to notebooks/, stores the
+ipywidgets state (so the web book can render widgets), and prints the wall time per notebook.
+"""
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def execute(path: pathlib.Path, timeout: int = 600) -> float:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.perf_counter()
+    client.execute()
+    elapsed = time.perf_counter() - t0
+    nbformat.write(nb, path)
+    return elapsed
+
+
+def main(argv: list[str]) -> int:
+    paths = [pathlib.Path(a).resolve() for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for p in paths:
+        dt = execute(p)
+        print(f"{p.relative_to(ROOT)}: executed in {dt:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,2 +1,225 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Where a GEMM's tiles live on three NVIDIA generations (chapter 04).
+
+A tensor-core GEMM moves each tile down the same ladder — HBM → L2 → shared memory → (registers
+or Tensor Memory) → tensor core — but which instruction moves it, and where the operands and the
+accumulator sit while the tensor core works, changed with every generation:
+
+* **Ampere** (A100, sm_80): ``cp.async`` copies global → shared without passing through
+  registers; ``ldmatrix`` loads shared → register fragments; ``mma.sync`` (one warp) reads A and
+  B fragments *from registers* and accumulates into registers.
+* **Hopper** (H100/H200, sm_90a): the **TMA** (Tensor Memory Accelerator) copies whole tiles
+  global ↔ shared in bulk (``cp.async.bulk.tensor``, one thread issues it, an ``mbarrier``
+  signals arrival, optional multicast to a cluster); ``wgmma.mma_async`` (a warpgroup of 4
+  warps) reads B *from shared memory* (A from shared memory or registers) and accumulates into
+  registers.
+* **Blackwell** (B200, sm_100a): the TMA still feeds shared memory; ``tcgen05.mma`` (issued by
+  one thread) reads B from shared memory, A from shared memory or **TMEM**, and keeps the
+  accumulator in **Tensor Memory (TMEM)**, a 256 KiB per-SM store beside the tensor cores
+  (``tcgen05.ld`` moves results TMEM → registers for the epilogue).
+
+TMA and TMEM are different things: the TMA is a *copy engine* (global ↔ shared), TMEM is a
+*memory* (tensor-core accumulators).  Hopper has the TMA and no TMEM; Blackwell has both.
+
+The capacities (registers, shared memory, L2, TMEM per SM, HBM bandwidth) are not repeated here:
+each row names a ``hardware`` preset and reads them from its :class:`~llm_dataflow.HardwareSpec`.
+Sources: CUDA C++ Programming Guide (sections "Compute Capabilities" — technical specifications
+per compute capability, "Asynchronous Data Copies", "Tensor Memory Accelerator"); PTX ISA 8.7
+("Warp-level matrix instructions: mma, ldmatrix", "cp.async", "cp.async.bulk.tensor",
+"Asynchronous warpgroup level matrix multiply-accumulate: wgmma", "TensorCore 5th Generation
+Family Instructions: tcgen05", "Tensor Memory"); NVIDIA A100 Tensor Core GPU Architecture
+whitepaper (2020), NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), NVIDIA Blackwell
+Architecture Technical Brief (2024).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hardware import HardwareSpec, hardware, ridge_point
+from .units import fmt_bytes
+
+__all__ = ["ChipGeneration", "GENERATIONS", "generation", "generations_table", "PROFILER_METRICS",
+           "TMA_VS_TMEM"]
+
+
+@dataclass(frozen=True)
+class ChipGeneration:
+    """One NVIDIA generation: where a tensor-core GEMM keeps its tiles.
+
+    Attributes:
+        architecture: ``"Ampere"``, ``"Hopper"``, ``"Blackwell"``.
+        preset: the ``hardware`` preset whose numbers the row shows (capacities are read from it).
+        compute_capability: e.g. ``"8.0"``; the PTX target is ``sm_80``, ``sm_90a``, ``sm_100a``.
+        mma_instruction: the tensor-core instruction (PTX mnemonic) and who issues it.
+        global_to_shared: how tiles get from global into shared memory.
+        shared_to_operands: how operand tiles get from shared memory to the tensor core.
+        a_operand, b_operand: where the tensor core reads A and B from.
+        accumulator: where the fp32 accumulator tile lives during the K loop.
+        sources: citations for the placement facts of this row.
+    """
+
+    architecture: str
+    preset: str
+    compute_capability: str
+    mma_instruction: str
+    global_to_shared: str
+    shared_to_operands: str
+    a_operand: str
+    b_operand: str
+    accumulator: str
+    sources: str
+
+    @property
+    def spec(self) -> HardwareSpec:
+        """The preset's :class:`HardwareSpec` (the single source of the capacities)."""
+        return hardware(self.preset)
+
+    @property
+    def registers_per_sm_bytes(self) -> int:
+        """Register file per SM, bytes (from the preset)."""
+        return self.spec.registers_per_sm_bytes
+
+    @property
+    def smem_per_sm_bytes(self) -> int:
+        """Maximum shared memory per SM, bytes (from the preset)."""
+        return self.spec.smem_per_sm_bytes
+
+    @property
+    def tmem_per_sm_bytes(self) -> int:
+        """Tensor Memory per SM, bytes (0 before Blackwell; from the preset)."""
+        return self.spec.tmem_per_sm_bytes
+
+    @property
+    def l2_bytes(self) -> float | None:
+        """L2 bytes, ``None`` where the datasheet does not publish it (from the preset)."""
+        return self.spec.l2_bytes
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        """HBM bandwidth, B/s (from the preset)."""
+        return self.spec.hbm_bandwidth
+
+    @property
+    def has_tma(self) -> bool:
+        """Whether the generation has the Tensor Memory Accelerator (a copy engine): sm_90+."""
+        return self.architecture in ("Hopper", "Blackwell")
+
+    @property
+    def has_tmem(self) -> bool:
+        """Whether the generation has Tensor Memory (accumulator storage): sm_100+."""
+        return self.tmem_per_sm_bytes > 0
+
+
+_PG = "CUDA C++ Programming Guide, 'Compute Capabilities' (technical specifications table)"
+
+GENERATIONS: dict[str, ChipGeneration] = {
+    "Ampere": ChipGeneration(
+        architecture="Ampere", preset="A100-80GB-SXM", compute_capability="8.0",
+        mma_instruction="mma.sync.aligned (one warp, 32 threads)",
+        global_to_shared="cp.async: per-thread async copy global → shared, bypassing registers",
+        shared_to_operands="ldmatrix: shared → register fragments",
+        a_operand="registers (per-thread fragments)",
+        b_operand="registers (per-thread fragments)",
+        accumulator="registers (per-thread fragments)",
+        sources=(f"{_PG}; PTX ISA 8.7 'Warp-level matrix multiply-accumulate' (mma, ldmatrix), "
+                 "'cp.async'; NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), "
+                 "'Asynchronous Copy'")),
+    "Hopper": ChipGeneration(
+        architecture="Hopper", preset="H100-SXM", compute_capability="9.0",
+        mma_instruction="wgmma.mma_async (one warpgroup, 4 warps, 128 threads)",
+        global_to_shared="TMA: cp.async.bulk.tensor, whole tiles global ↔ shared, one issuing "
+                         "thread, mbarrier completion, optional cluster multicast",
+        shared_to_operands="none for B (and A from shared): wgmma reads shared memory through "
+                           "matrix descriptors",
+        a_operand="shared memory (descriptor) or registers",
+        b_operand="shared memory (descriptor)",
+        accumulator="registers (spread over the warpgroup)",
+        sources=(f"{_PG}; PTX ISA 8.7 'Asynchronous warpgroup level matrix multiply-accumulate' "
+                 "(wgmma), 'cp.async.bulk.tensor'; CUDA C++ Programming Guide 'Tensor Memory "
+                 "Accelerator'; NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), 'Tensor Memory "
+                 "Accelerator'")),
+    "Blackwell": ChipGeneration(
+        architecture="Blackwell", preset="B200", compute_capability="10.0",
+        mma_instruction="tcgen05.mma (issued by one thread; cta_group::2 pairs two SMs)",
+        global_to_shared="TMA: cp.async.bulk.tensor (as on Hopper)",
+        shared_to_operands="tcgen05.mma reads shared memory through descriptors; tcgen05.cp copies "
+                           "shared → TMEM; tcgen05.ld moves TMEM → registers for the epilogue",
+        a_operand="shared memory or Tensor Memory (TMEM)",
+        b_operand="shared memory",
+        accumulator="Tensor Memory (TMEM): 128 lanes × 512 columns × 32 bit per SM",
+        sources=(f"{_PG}; PTX ISA 8.7 'TensorCore 5th Generation Family Instructions' (tcgen05) "
+                 "and 'Tensor Memory'; NVIDIA Blackwell Architecture Technical Brief (2024)")),
+}
+
+#: One sentence each, for the chapter: the two are unrelated except for the words in their names.
+TMA_VS_TMEM: dict[str, str] = {
+    "TMA (Tensor Memory Accelerator)": "a copy engine in each SM (Hopper and later): moves a whole "
+    "tile between global and shared memory from one instruction (cp.async.bulk.tensor); holds no data",
+    "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (Blackwell): holds tensor-core accumulators (and "
+    "optionally operand A) for tcgen05.mma; filled and drained by tcgen05.mma / tcgen05.cp / tcgen05.ld",
+}
+
+#: What Nsight Compute (``ncu``) measures that the kernel's source does not show.  Metric names
+#: from the Nsight Compute CLI documentation ("nvprof transition guide", metric comparison table)
+#: and the Kernel Profiling Guide ("Memory Workload Analysis", "Metrics Structure").
+PROFILER_METRICS: list[dict[str, str]] = [
+    {"metric": "dram__bytes_read.sum",
+     "shows": "bytes actually read from HBM",
+     "source code cannot tell": "how many tile loads hit in L2 instead: our counter's global loads "
+                                "are an upper bound; this is the real DRAM traffic"},
+    {"metric": "lts__t_sector_hit_rate.pct",
+     "shows": "L2 hit rate over 32-byte sectors",
+     "source code cannot tell": "whether concurrently running tiles share operands through L2 "
+                                "(depends on launch order / rasterization, not on the loop nest)"},
+    {"metric": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / "
+               "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+     "shows": "32-byte sectors per global load request (coalescing)",
+     "source code cannot tell": "whether a warp's 32 addresses fall into 4 sectors (coalesced) or 32 "
+                                "(strided): same bytes in the source, up to 8× the transactions"},
+    {"metric": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+     "shows": "shared-memory bank conflicts on loads",
+     "source code cannot tell": "that a tile layout serialises a warp's shared-memory reads "
+                                "(32 banks of 4 bytes); swizzled layouts avoid it"},
+    {"metric": "gpu__time_duration.sum, sm__throughput.avg.pct_of_peak_sustained_elapsed",
+     "shows": "kernel time and how close to peak the SMs ran",
+     "source code cannot tell": "whether the kernel is actually memory- or compute-bound once "
+                                "caches, occupancy and clocks have had their say"},
+]
+
+
+def generation(name: str) -> ChipGeneration:
+    """The row for ``"Ampere"``, ``"Hopper"`` or ``"Blackwell"``.
+
+    Raises:
+        ValueError: unknown name; the message lists the allowed ones.
+    """
+    if name not in GENERATIONS:
+        raise ValueError(f"generation={name!r} is not known; allowed: {', '.join(GENERATIONS)}")
+    return GENERATIONS[name]
+
+
+def generations_table(dtype: str = "bf16") -> list[dict[str, str]]:
+    """The chapter's table, one dict per generation, capacities formatted from the presets
+    (binary units for on-chip sizes, decimal GB/s for HBM) and the ``dtype`` ridge point
+    (``hardware.ridge_point``, FLOP/B).  Feed it to ``pandas.DataFrame`` to display.
+
+    Raises:
+        ValueError: ``dtype`` unknown or without a published peak on one of the presets.
+    """
+    rows = []
+    for g in GENERATIONS.values():
+        rows.append({
+            "architecture": g.architecture,
+            "preset": g.preset,
+            "registers / SM": fmt_bytes(g.registers_per_sm_bytes, binary=True, digits=0),
+            "shared memory / SM": fmt_bytes(g.smem_per_sm_bytes, binary=True, digits=0),
+            "TMEM / SM": fmt_bytes(g.tmem_per_sm_bytes, binary=True, digits=0) if g.has_tmem else "—",
+            "L2": fmt_bytes(g.l2_bytes, digits=0) if g.l2_bytes is not None else "not published",
+            "HBM": f"{g.hbm_bandwidth / 1e9:,.0f} GB/s",
+            f"ridge {dtype} (FLOP/B)": f"{ridge_point(g.spec, dtype):.0f}",
+            "global → shared": "TMA" if g.has_tma else "cp.async",
+            "MMA": g.mma_instruction.split(" ")[0],
+            "A from": g.a_operand,
+            "B from": g.b_operand,
+            "accumulator in": g.accumulator.split(":")[0],
+        })
+    return rows

@@ -1,2 +1,191 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Prefill/decode disaggregation (chapter 08): one process prefills, ships the KV cache, another decodes.
+
+The account it changes is **stage placement**: prefill (compute-bound, T tokens per forward) and
+decode (bandwidth-bound, one token per row per forward) run on different workers, so each can be
+sized and parallelised for its own latency target (TTFT for prefill, ITL for decode) and a long
+prefill never stalls other requests' decode steps.  The price is new traffic: the prompt's KV
+cache, ``kv_cache_bytes(cfg, T)`` bytes, crosses a link once per request.
+
+What it does *not* do by itself is raise throughput: the same FLOPs and the same bytes are spent,
+now on two pools plus a transfer.  vLLM's documentation of its implementation says so in as many
+words ("Disaggregated prefill DOES NOT improve throughput", vLLM docs, *Disaggregated Prefilling
+(experimental)*, docs.vllm.ai/en/latest/features/disagg_prefill/), and gives its two reasons for it:
+tuning TTFT and ITL separately, and controlling tail ITL.  DistServe (Zhong et al. 2024, OSDI,
+"DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large Language Model Serving",
+arXiv:2401.09670) measures the gain as *goodput*: requests per second served within both a TTFT and
+a TPOT target — a latency-constrained rate, not raw tokens/s.
+
+:func:`run_disaggregated` runs the two roles as two processes with chapter 07's launcher
+(:func:`llm_dataflow.launch.run_distributed`, gloo on CPU): rank 0 prefills and sends the KV cache
+(one ``[L, 2, H_kv, T, d_h]`` tensor) and the first token with ``torch.distributed.send``; rank 1
+receives them into its own :class:`~llm_dataflow.model.KVCache` and decodes.  The output equals the
+single engine's ``Decoder.generate`` (tested).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .config import ModelConfig, model_config
+from .hardware import LINKS, HardwareSpec, hardware, link
+from .kv import kv_cache_bytes
+from .units import require_positive
+
+__all__ = [
+    "disagg_worker", "run_disaggregated", "single_engine", "kv_transfer_time", "kv_transfer_table",
+    "prefill_flops",
+]
+
+_TORCH = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _build(cfg_name: str, seed: int, dtype: str):
+    from .model import Decoder
+
+    torch.manual_seed(seed)  # both ranks build bit-identical weights from the seed
+    return Decoder(model_config(cfg_name), dtype=_TORCH[dtype])
+
+
+@torch.inference_mode()
+def single_engine(cfg_name: str, seed: int, prompt: list, max_new_tokens: int, dtype: str = "fp32") -> list:
+    """The reference: one process, ``Decoder.generate`` of the seeded model → the new tokens (list)."""
+    model = _build(cfg_name, seed, dtype)
+    ids = torch.tensor([prompt])
+    return model.generate(ids, max_new_tokens)[0, len(prompt):].tolist()
+
+
+@torch.inference_mode()
+def disagg_worker(rank: int, world_size: int, cfg_name: str, seed: int, prompt: list, max_new_tokens: int,
+                  dtype: str = "fp32") -> dict:
+    """One rank of the disaggregated engine (a module-level target for ``run_distributed``).
+
+    Rank 0 (prefill worker): prefill ``prompt`` ([1, T]), take the first token, send a header
+    ``int64 [2] = (T, first token)`` and then the KV cache ``[L, 2, H_kv, T, d_h]`` to rank 1.
+    Rank 1 (decode worker): receive both into its own cache (``lengths = T``) and decode
+    ``max_new_tokens − 1`` further tokens.
+
+    Returns:
+        rank 0: ``{"role": "prefill", "kv_bytes_sent", "prefill_s", "send_s"}``;
+        rank 1: ``{"role": "decode", "tokens" (list, all max_new_tokens), "kv_bytes_received",
+        "recv_s", "decode_s", "itl_s" (list)}``.  Times are measured wall seconds.
+
+    Raises:
+        ValueError: ``world_size`` ≠ 2.
+    """
+    import torch.distributed as dist
+
+    if world_size != 2:
+        raise ValueError(f"world_size={world_size} is not allowed; disaggregation here uses exactly 2 ranks")
+    model = _build(cfg_name, seed, dtype)
+    cfg = model.cfg
+    T = len(prompt)
+    if rank == 0:
+        cache = model.new_cache(1, T)
+        t0 = time.perf_counter()
+        first = int(model(torch.tensor([prompt]), cache, last_only=True)[0, -1].argmax())
+        t1 = time.perf_counter()
+        # one contiguous message: L·2·H_kv·T·d_h elements (the K and V of every layer, T tokens)
+        kv = torch.stack([torch.stack([cache.k[i][0, :, :T], cache.v[i][0, :, :T]]) for i in range(cfg.n_layers)])
+        dist.send(torch.tensor([T, first], dtype=torch.int64), dst=1)
+        dist.send(kv.contiguous(), dst=1)
+        t2 = time.perf_counter()
+        return {"role": "prefill", "kv_bytes_sent": kv.numel() * kv.element_size(), "prefill_s": t1 - t0,
+                "send_s": t2 - t1}
+    cache = model.new_cache(1, T + max_new_tokens)
+    t0 = time.perf_counter()
+    head = torch.empty(2, dtype=torch.int64)
+    dist.recv(head, src=0)
+    n, first = int(head[0]), int(head[1])
+    kv = torch.empty(cfg.n_layers, 2, cfg.n_kv_heads, n, cfg.head_dim, dtype=model.dtype)
+    dist.recv(kv, src=0)
+    for i in range(cfg.n_layers):
+        cache.k[i][0, :, :n].copy_(kv[i, 0])
+        cache.v[i][0, :, :n].copy_(kv[i, 1])
+    cache.lengths[:] = n
+    t1 = time.perf_counter()
+    tokens, times = [first], [t1]
+    for _ in range(max_new_tokens - 1):
+        tok = int(model(torch.tensor([[tokens[-1]]]), cache)[0, -1].argmax())
+        tokens.append(tok)
+        times.append(time.perf_counter())
+    return {"role": "decode", "tokens": tokens, "kv_bytes_received": kv.numel() * kv.element_size(),
+            "recv_s": t1 - t0, "decode_s": times[-1] - t1, "itl_s": [b - a for a, b in zip(times, times[1:])]}
+
+
+def run_disaggregated(cfg_name: str = "tiny-llama", prompt: list | None = None, max_new_tokens: int = 16,
+                      seed: int = 0, dtype: str = "fp32", timeout_s: float = 60.0) -> dict:
+    """Run prefill on one process and decode on another (``run_distributed(disagg_worker, 2, …)``).
+
+    Returns:
+        ``{"tokens": list, "kv_bytes": int, "kv_cache_bytes": kv_cache_bytes(cfg, T, 1, dtype),
+        "prefill": rank-0 dict, "decode": rank-1 dict}``.
+
+    Raises:
+        ValueError: empty prompt, ``max_new_tokens`` < 1, unknown preset or dtype.
+        RuntimeError / TimeoutError: from the launcher.
+    """
+    from .launch import run_distributed
+
+    cfg = model_config(cfg_name)
+    if dtype not in _TORCH:
+        raise ValueError(f"dtype={dtype!r} is not allowed; allowed: {', '.join(_TORCH)}")
+    require_positive("max_new_tokens", max_new_tokens)
+    if prompt is None:
+        prompt = list(range(1, 17))
+    if not prompt:
+        raise ValueError("prompt is empty; give at least one token id")
+    r0, r1 = run_distributed(disagg_worker, 2, cfg_name, seed, list(prompt), max_new_tokens, dtype,
+                             backend="gloo", timeout_s=timeout_s)
+    return {"tokens": r1["tokens"], "kv_bytes": r0["kv_bytes_sent"],
+            "kv_cache_bytes": kv_cache_bytes(cfg, len(prompt), 1, dtype), "prefill": r0, "decode": r1}
+
+
+def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dtype: str = "bf16") -> float:
+    """Seconds to move one request's prompt KV cache over ``link_name``: ``latency + bytes /
+    bandwidth_per_direction`` (the α–β model; one message, one direction; the link's latency is
+    illustrative, see :class:`~llm_dataflow.hardware.LinkSpec`).
+
+    Raises:
+        ValueError: unknown preset / link / dtype, ``prompt_len`` < 1.
+    """
+    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
+    require_positive("prompt_len", prompt_len)
+    ln = link(link_name)
+    return ln.latency_s + kv_cache_bytes(cfg, prompt_len, 1, dtype) / ln.bandwidth_per_direction
+
+
+def prefill_flops(cfg: ModelConfig | str, prompt_len: int) -> float:
+    """FLOPs of one prefill of ``prompt_len`` = T tokens: ``2·P_active·T`` (every weight used once per
+    token in a multiply-add; Kaplan et al. 2020, arXiv:2001.08361 §2.1) plus causal attention
+    ``2·L·T²·H·d_h`` (QKᵀ and PV, ``2·T²·H·d_h`` each, halved by the causal mask).  Embedding
+    lookups are not FLOPs; MLA configs use ``head_dim`` as stored in the config.
+    """
+    from .config import param_count
+
+    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
+    require_positive("prompt_len", prompt_len)
+    p = param_count(cfg, active=True) - cfg.vocab_size * cfg.d_model  # the input embedding is a gather
+    if cfg.tie_embeddings:
+        p += cfg.vocab_size * cfg.d_model  # the tied table is still the LM head's matmul
+    return 2.0 * p * prompt_len + 2.0 * cfg.n_layers * prompt_len ** 2 * cfg.n_heads * cfg.head_dim
+
+
+def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf16",
+                      hw: HardwareSpec | str = "H100-SXM", links: tuple | None = None) -> list:
+    """One row per link: KV bytes, transfer time (s) and its ratio to the ideal prefill time
+    ``prefill_flops / peak`` on ``hw`` (dense ``dtype`` peak; a lower bound on prefill time, so the
+    ratio is an upper bound on the transfer's relative cost).
+
+    Raises:
+        ValueError: unknown preset / link / hardware / dtype.
+    """
+    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
+    hw = hardware(hw) if isinstance(hw, str) else hw
+    t_pre = prefill_flops(cfg, prompt_len) / hw.flops(dtype)
+    rows = []
+    for name in links or tuple(LINKS):
+        t = kv_transfer_time(cfg, prompt_len, name, dtype)
+        rows.append({"link": name, "KV bytes": kv_cache_bytes(cfg, prompt_len, 1, dtype), "transfer s": t,
+                     "ideal prefill s": t_pre, "transfer / prefill": t / t_pre})
+    return rows

@@ -1,2 +1,80 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Chapter 02 — token IDs to hidden states: the embedding gather and its bytes.
+
+The embedding is a gather: row ``ids[b, t]`` of the table ``W_E [V, D]`` becomes
+``X[b, t, :]``.  Only the gathered rows are read; the rest of the table stays where it is.
+"""
+from __future__ import annotations
+
+import torch
+
+from .config import model_config
+from .units import GB, MB, check_dtype, dtype_bits, require_positive
+
+__all__ = ["embedding_gather", "embedding_reference", "gather_bytes", "input_vs_state", "embedding_calc"]
+
+
+def embedding_gather(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Gather rows of ``table [V, D]`` for ``ids [B, T]`` (int32 or int64) → ``[B, T, D]`` with
+    ``torch.index_select`` on the flattened IDs (one row read per ID, ``D × bytes`` each).
+
+    Raises:
+        ValueError: ``ids`` not integer, ``table`` not 2-D, or an ID outside ``[0, V)``.
+    """
+    if ids.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"ids.dtype={ids.dtype} is not allowed; allowed: torch.int32, torch.int64")
+    if table.dim() != 2:
+        raise ValueError(f"table has shape {tuple(table.shape)}; it must be [V, D]")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
+        raise ValueError(f"ids hold values outside [0, V={table.shape[0]})")
+    return torch.index_select(table, 0, ids.reshape(-1)).reshape(*ids.shape, table.shape[1])
+
+
+def embedding_reference(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """The library reference: ``torch.nn.Embedding`` holding ``table``, applied to ``ids``."""
+    emb = torch.nn.Embedding.from_pretrained(table, freeze=True)
+    return emb(ids.long())
+
+
+def gather_bytes(ids: torch.Tensor, table: torch.Tensor) -> dict:
+    """Bytes of one gather (ints, bytes).
+
+    Returns:
+        ``{"ids", "table", "rows read", "unique rows read", "output"}``: the ID tensor, the whole
+        table, rows read as issued (``B·T·D·bytes``), distinct rows (what must come from memory
+        at least once) and the output ``[B, T, D]``.
+    """
+    row = table.shape[1] * table.element_size()
+    return {"ids": ids.numel() * ids.element_size(), "table": table.numel() * table.element_size(),
+            "rows read": ids.numel() * row, "unique rows read": int(torch.unique(ids).numel()) * row,
+            "output": ids.numel() * row}
+
+
+def input_vs_state(n_tokens: int, d_model: int, id_dtype: str = "int32", act_dtype: str = "bf16") -> tuple[int, int]:
+    """``(id bytes, hidden-state bytes)`` for ``n_tokens`` tokens: the input is
+    ``n_tokens × 4 B`` (INT32), the state one layer reads is ``n_tokens × d_model × 2 B`` (BF16).
+    1000 tokens at ``d_model`` 4096: 4,000 B vs 8,192,000 B.
+
+    Raises:
+        ValueError: non-positive sizes or unknown dtypes.
+    """
+    require_positive("n_tokens", n_tokens)
+    require_positive("d_model", d_model)
+    check_dtype(id_dtype, ("int32", "int64"), "id_dtype")
+    check_dtype(act_dtype)
+    return n_tokens * dtype_bits(id_dtype) // 8, n_tokens * d_model * dtype_bits(act_dtype) // 8
+
+
+def embedding_calc(model: str = "Llama-3-8B", seq_len: int = 1000, batch: int = 1, id_dtype: str = "int32",
+                   act_dtype: str = "bf16") -> dict:
+    """Calculator: IDs in vs hidden states out for a preset (all rows distinct, the upper bound).
+
+    Raises:
+        ValueError: unknown preset, non-positive sizes, unknown dtypes.
+    """
+    cfg = model_config(model)
+    require_positive("batch", batch)
+    ids_b, state_b = input_vs_state(batch * seq_len, cfg.d_model, id_dtype, act_dtype)
+    table = cfg.vocab_size * cfg.d_model * dtype_bits(act_dtype) // 8
+    return {"token IDs (bytes)": ids_b, "hidden states per layer (MB)": round(state_b / MB, 3),
+            "state / IDs": f"{state_b // ids_b:,}×", "embedding table (GB)": round(table / GB, 3),
+            "table read by the gather": f"{min(state_b, table) / table:.2%}"}

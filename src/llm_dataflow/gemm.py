@@ -1,2 +1,290 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Tiled matrix multiply ``Y = X W`` and the bytes it moves between tiers (chapter 04).
+
+A GEMM ``Y[M, N] = X[M, K] · W[K, N]`` does ``2·M·N·K`` FLOP (one multiply and one add per
+term; e.g. Williams et al., "Roofline", CACM 2009) on ``M·K + K·N`` input elements, so every
+input element is *used* ``N`` (for X) or ``M`` (for W) times.  Fast memory is far too small to
+hold whole matrices, so kernels cut Y into ``block_m × block_n`` output tiles and walk K in steps
+of ``block_k``: each step loads an X tile ``[block_m, block_k]`` and a W tile ``[block_k, block_n]``
+from global memory into the tile working set (shared memory / registers on a GPU, L1/L2 on a
+CPU), where every loaded element is reused ``block_n`` (X) or ``block_m`` (W) times.
+
+:func:`tiled_matmul` is that kernel, written with torch tile by tile, and it *counts* the
+elements it loads and stores.  :func:`gemm_traffic` is the closed-form model of the same counts:
+
+* X is loaded once per column of output tiles:  ``M·K·⌈N/block_n⌉`` elements,
+* W is loaded once per row of output tiles:     ``K·N·⌈M/block_m⌉`` elements,
+* Y is stored once:                               ``M·N`` elements,
+
+exactly, also when the tiles do not divide the matrix (edge tiles are clipped, never padded:
+masked loads, as in Triton's ``tl.load(..., mask=...)``, fetch nothing outside the matrix).
+``block_k`` does not change the traffic, only the working-set size.
+
+Shapes use M (rows of X and Y; tokens in a linear layer), K (reduction; D in a projection) and
+N (columns of W and Y; e.g. F in an up-projection).  Bytes are bytes; FLOP are FLOP.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .hardware import HardwareSpec, arithmetic_intensity, hardware, ridge_point
+from .units import check_dtype, dtype_bits, require_positive
+
+__all__ = ["GemmTraffic", "tiled_matmul", "gemm_traffic", "gemm_tile_report", "TORCH_DTYPE_NAMES",
+           "ACCUMULATOR_BYTES"]
+
+#: torch dtypes the kernel accepts, with the book's dtype names (``units.DTYPE_BITS``).
+TORCH_DTYPE_NAMES: dict[torch.dtype, str] = {
+    torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+}
+
+#: The accumulator is fp32 (4 bytes) for every input dtype, as tensor-core MMA instructions do
+#: for fp16/bf16/fp8 inputs (PTX ISA, "Warp-level Matrix Multiply-Accumulate Instructions").
+ACCUMULATOR_BYTES = 4
+
+
+@dataclass(frozen=True)
+class GemmTraffic:
+    """Global-memory traffic of one tiled GEMM ``Y[M, N] = X[M, K] · W[K, N]``.
+
+    Counts are in *elements* (exact integers); byte properties multiply by the dtype width.
+    The same record is produced by the kernel's counter (:func:`tiled_matmul`) and by the model
+    (:func:`gemm_traffic`), so the two can be compared with ``==``.
+
+    Attributes:
+        M, N, K: GEMM shape.
+        block_m, block_n, block_k: tile sizes.
+        dtype: element dtype of X, W and Y (a name of ``units.DTYPE_BITS``).
+        x_loads: X elements loaded from global memory (``M·K·⌈N/block_n⌉``).
+        w_loads: W elements loaded from global memory (``K·N·⌈M/block_m⌉``).
+        y_stores: Y elements stored to global memory (``M·N``).
+        tiles: output tiles, ``⌈M/block_m⌉·⌈N/block_n⌉``.
+        k_steps: K steps per output tile, ``⌈K/block_k⌉``.
+    """
+
+    M: int
+    N: int
+    K: int
+    block_m: int
+    block_n: int
+    block_k: int
+    dtype: str
+    x_loads: int
+    w_loads: int
+    y_stores: int
+    tiles: int
+    k_steps: int
+
+    @property
+    def flops(self) -> int:
+        """``2·M·N·K`` FLOP (a multiply and an add per term)."""
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def bytes_per_element(self) -> float:
+        """Bytes per element of ``dtype`` (``int4`` → 0.5)."""
+        return dtype_bits(self.dtype) / 8
+
+    @property
+    def loaded_bytes(self) -> float:
+        """Bytes loaded from global memory into the tile working set (X and W tiles)."""
+        return (self.x_loads + self.w_loads) * self.bytes_per_element
+
+    @property
+    def stored_bytes(self) -> float:
+        """Bytes of Y written back to global memory."""
+        return self.y_stores * self.bytes_per_element
+
+    @property
+    def global_bytes(self) -> float:
+        """All global-memory traffic, loads plus stores (bytes)."""
+        return self.loaded_bytes + self.stored_bytes
+
+    @property
+    def compulsory_bytes(self) -> float:
+        """Bytes if each matrix crossed global memory exactly once: ``(M·K + K·N + M·N)·b``.
+        A lower bound on DRAM traffic that a perfect cache (or one giant tile) would reach."""
+        return (self.M * self.K + self.K * self.N + self.M * self.N) * self.bytes_per_element
+
+    @property
+    def operand_bytes(self) -> float:
+        """Bytes the multiply-adds read from the tile working set: each of the ``M·N·K``
+        multiply-adds reads one X and one W element, ``2·M·N·K·b`` bytes."""
+        return 2 * self.M * self.N * self.K * self.bytes_per_element
+
+    @property
+    def reuse(self) -> float:
+        """Uses per loaded byte: operand bytes served by the working set ÷ bytes loaded from
+        global memory.  1.0 means no reuse (1×1×1 tiles); it approaches
+        ``2/(1/block_n + 1/block_m)`` for large M, N."""
+        return self.operand_bytes / self.loaded_bytes
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOP per global byte (loads + stores), via ``hardware.arithmetic_intensity``."""
+        return arithmetic_intensity(self.flops, self.global_bytes)
+
+    @property
+    def compulsory_intensity(self) -> float:
+        """FLOP per compulsory byte (each matrix once): the intensity with perfect caching."""
+        return arithmetic_intensity(self.flops, self.compulsory_bytes)
+
+    @property
+    def working_set_bytes(self) -> float:
+        """On-chip bytes one output tile needs: an X tile and a W tile in the input dtype plus
+        an fp32 accumulator tile, ``(bm·bk + bk·bn)·b + bm·bn·4`` (single-buffered)."""
+        bm, bn, bk = self.block_m, self.block_n, self.block_k
+        return (bm * bk + bk * bn) * self.bytes_per_element + bm * bn * ACCUMULATOR_BYTES
+
+
+def _check_blocks(block_m, block_n, block_k) -> None:
+    require_positive("block_m", block_m)
+    require_positive("block_n", block_n)
+    require_positive("block_k", block_k)
+
+
+def gemm_traffic(M: int, N: int, K: int, block_m: int, block_n: int, block_k: int,
+                 dtype: str = "bf16") -> GemmTraffic:
+    """The analytic traffic model of a tiled GEMM (see the module docstring for the formulas).
+
+    Args:
+        M, N, K: shape of ``Y[M, N] = X[M, K] · W[K, N]``.
+        block_m, block_n, block_k: tile sizes (need not divide M, N, K).
+        dtype: element dtype name (``"bf16"``, ``"fp8"``, ``"fp32"``, ...).
+
+    Returns:
+        A :class:`GemmTraffic`; equal (``==``) to the counter of :func:`tiled_matmul`.
+
+    Raises:
+        ValueError: a non-positive dimension or tile size, or an unknown dtype.
+    """
+    for f, v in (("M", M), ("N", N), ("K", K)):
+        require_positive(f, v)
+    _check_blocks(block_m, block_n, block_k)
+    check_dtype(dtype)
+    tm, tn, tk = math.ceil(M / block_m), math.ceil(N / block_n), math.ceil(K / block_k)
+    return GemmTraffic(M=M, N=N, K=K, block_m=block_m, block_n=block_n, block_k=block_k,
+                       dtype=dtype, x_loads=M * K * tn, w_loads=K * N * tm, y_stores=M * N,
+                       tiles=tm * tn, k_steps=tk)
+
+
+def tiled_matmul(X: torch.Tensor, W: torch.Tensor, block_m: int = 64, block_n: int = 64,
+                 block_k: int = 32) -> tuple[torch.Tensor, GemmTraffic]:
+    """``Y = X @ W`` computed one output tile at a time, counting global loads and stores.
+
+    A teaching kernel, not a fast one: a Python loop over tiles (on CPU it uses one torch thread
+    while it runs, restoring the caller's setting).
+
+    For each output tile ``Y[i:i+bm, j:j+bn]`` an fp32 accumulator starts at zero; for each K
+    step the kernel "loads" the X tile ``X[i:i+bm, k:k+bk]`` and the W tile
+    ``W[k:k+bk, j:j+bn]`` (slices clipped at the matrix edge; the counter adds their element
+    counts) and accumulates their product; at the end the tile is cast to X's dtype and
+    "stored" into Y (counted once).  The reference is ``torch.matmul``.
+
+    Args:
+        X: ``[M, K]`` fp32, fp16 or bf16.
+        W: ``[K, N]``, same dtype and device as X.
+        block_m, block_n, block_k: tile sizes (any positive integers).
+
+    Returns:
+        ``(Y, traffic)``: Y ``[M, N]`` in X's dtype; ``traffic`` a :class:`GemmTraffic` from the
+        counter (equal to :func:`gemm_traffic` of the same arguments).
+
+    Raises:
+        ValueError: wrong ranks, mismatched K, dtypes or devices, an unsupported dtype, or a
+            non-positive tile size.
+    """
+    _check_blocks(block_m, block_n, block_k)
+    if X.dim() != 2 or W.dim() != 2:
+        raise ValueError(f"X.shape={tuple(X.shape)}, W.shape={tuple(W.shape)} are not allowed; "
+                         "both must be 2-D ([M, K] and [K, N])")
+    if X.shape[1] != W.shape[0]:
+        raise ValueError(f"W.shape[0]={W.shape[0]} does not match X.shape[1]={X.shape[1]} (K)")
+    if X.dtype != W.dtype or X.dtype not in TORCH_DTYPE_NAMES:
+        raise ValueError(f"X.dtype={X.dtype}, W.dtype={W.dtype} are not allowed; both must be one of "
+                         f"{', '.join(str(d) for d in TORCH_DTYPE_NAMES)}")
+    if X.device != W.device:
+        raise ValueError(f"X.device={X.device} and W.device={W.device} differ; put both on one device")
+    M, K = X.shape
+    N = W.shape[1]
+    Y = torch.empty(M, N, dtype=X.dtype, device=X.device)
+    x_loads = w_loads = y_stores = tiles = 0
+    k_steps = 0
+    # Tile products are tiny; on a CPU, intra-op threads only add synchronisation (10-20× slower
+    # on a loaded 2-core machine), so the loop runs on one thread and restores the setting.
+    old_threads = torch.get_num_threads()
+    if X.device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        for i in range(0, M, block_m):
+            for j in range(0, N, block_n):
+                tiles += 1
+                acc = torch.zeros(min(block_m, M - i), min(block_n, N - j),  # fp32: 4 B per element
+                                  dtype=torch.float32, device=X.device)
+                k_steps = 0
+                for k in range(0, K, block_k):
+                    k_steps += 1
+                    x_tile = X[i:i + block_m, k:k + block_k]   # read bm·bk elements (clipped)
+                    w_tile = W[k:k + block_k, j:j + block_n]   # read bk·bn elements (clipped)
+                    x_loads += x_tile.numel()
+                    w_loads += w_tile.numel()
+                    acc += x_tile.float() @ w_tile.float()     # bm·bn·bk multiply-adds, no traffic
+                Y[i:i + block_m, j:j + block_n] = acc.to(X.dtype)  # write bm·bn elements once
+                y_stores += acc.numel()
+    finally:
+        torch.set_num_threads(old_threads)
+    traffic = GemmTraffic(M=M, N=N, K=K, block_m=block_m, block_n=block_n, block_k=block_k,
+                          dtype=TORCH_DTYPE_NAMES[X.dtype], x_loads=x_loads, w_loads=w_loads,
+                          y_stores=y_stores, tiles=tiles, k_steps=k_steps)
+    return Y, traffic
+
+
+def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "bf16",
+                     block_m: int = 128, block_n: int = 128, block_k: int = 64,
+                     hw: HardwareSpec | str = "H100-SXM") -> dict:
+    """A calculator for chapter 04's widget: a tiled GEMM's global bytes and arithmetic
+    intensity against the ridge point of ``hw`` (``hardware.ridge_point``).
+
+    Two intensities bracket what the DRAM sees: ``tile`` counts every tile load as a DRAM read
+    (no L2 reuse between tiles), ``compulsory`` counts each matrix once (perfect L2 reuse).  Real
+    kernels land in between; Nsight Compute's ``dram__bytes_read.sum`` tells you where.
+
+    Args:
+        M, N, K, block_m, block_n, block_k, dtype: as in :func:`gemm_traffic`.
+        hw: a :class:`HardwareSpec` or preset name.
+
+    Returns:
+        ``{name: value}`` — FLOP, global bytes (tile loads + stores), compulsory bytes, the two
+        intensities (FLOP/B), reuse per loaded byte, the ridge point (FLOP/B), the verdict for
+        each intensity, and whether the single-buffered working set fits the SM's shared memory.
+
+    Raises:
+        ValueError: as :func:`gemm_traffic`, or an unknown preset.  A dtype without a published
+            peak on ``hw`` gives ``"n/a"`` for the ridge and verdicts instead.
+    """
+    spec = hardware(hw) if isinstance(hw, str) else hw
+    t = gemm_traffic(M, N, K, block_m, block_n, block_k, dtype)
+    # A part without a published peak for dtype (A100 has no FP8 tensor cores; B200's
+    # datasheet prints no FP32) gets an explicit "n/a", not a made-up ridge.
+    ridge = ridge_point(spec, dtype) if dtype in spec.peak_flops else None
+
+    def verdict(ai: float) -> str:
+        if ridge is None:
+            return f"n/a: no published {dtype} peak for {spec.name}"
+        return "compute-bound" if ai >= ridge else "memory-bound"
+
+    return {
+        "FLOP": t.flops,
+        "global bytes (tile loads + Y stores)": int(t.global_bytes),
+        "compulsory bytes (each matrix once)": int(t.compulsory_bytes),
+        "reuse (uses per loaded byte)": round(t.reuse, 2),
+        "intensity, no L2 reuse (FLOP/B)": round(t.arithmetic_intensity, 1),
+        "intensity, perfect L2 (FLOP/B)": round(t.compulsory_intensity, 1),
+        "ridge point (FLOP/B)": round(ridge, 1) if ridge is not None else "n/a",
+        "verdict, no L2 reuse": verdict(t.arithmetic_intensity),
+        "verdict, perfect L2": verdict(t.compulsory_intensity),
+        "tile working set (bytes)": int(t.working_set_bytes),
+        "fits shared memory per SM": "yes" if t.working_set_bytes <= spec.smem_per_sm_bytes else "no",
+    }

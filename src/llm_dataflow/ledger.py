@@ -1,2 +1,201 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Chapter 00 — the map: memory tiers and the byte ledger of one request.
+
+The ledger follows one request through a dense decoder on one GPU and counts, for each kind of
+movement, how many bytes move and how often:
+
+* host → device: weights once at load; prompt token IDs once; sampled IDs back each step;
+* HBM → on-chip: weights read once per forward pass (prefill, then every decode step), the KV
+  history read by attention;
+* on-chip → HBM: new K/V written, the residual stream handed from layer to layer, logits.
+
+Assumptions (stated so a reader can change them): attention reads each K/V byte once per
+forward pass (FlashAttention-style tiling, ideal on-chip reuse); the residual stream between
+layers is written once and read once per layer (everything inside a layer fused); logits are
+FP32 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import ModelConfig, weight_bytes
+from .hardware import HardwareSpec, hardware, link
+from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
+
+__all__ = ["LedgerRow", "request_ledger", "movement_totals", "MemoryTier", "memory_tiers", "reader_tiers", "ledger_summary", "MOVEMENTS"]
+
+#: The four kinds of movement of chapter 00.
+MOVEMENTS = ("host→device", "HBM→on-chip", "on-chip→HBM", "GPU↔GPU")
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One line of the byte ledger.
+
+    Attributes:
+        phase: ``"load"``, ``"prefill"`` or ``"decode"``.
+        movement: one of :data:`MOVEMENTS` (device→host copies of sampled IDs are listed under
+            ``"host→device"``, the PCIe link, with the direction in ``item``).
+        item: what moves.
+        bytes_each: bytes per occurrence (for KV reads, the total over all decode steps is given
+            with ``count=1`` because the context grows each step).
+        count: occurrences.
+    """
+
+    phase: str
+    movement: str
+    item: str
+    bytes_each: int
+    count: int
+
+    @property
+    def total(self) -> int:
+        """``bytes_each × count`` (bytes)."""
+        return self.bytes_each * self.count
+
+
+def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: int = 1, dtype: str = "bf16",
+                   kv_dtype: str | None = None, id_dtype: str = "int32") -> list[LedgerRow]:
+    """The byte ledger of ``batch`` requests of ``prompt_len`` prompt tokens and ``output_len``
+    generated tokens each, through ``cfg`` with weights in ``dtype`` (module docstring: assumptions).
+
+    The first generated token comes from prefill's last logits, so there are ``output_len − 1``
+    decode steps; decode step i (1-based) reads the K/V of ``prompt_len + i − 1`` earlier tokens
+    (through :func:`llm_dataflow.kv.kv_cache_bytes`, so sliding windows and MLA are honoured) and
+    writes one token's K/V.
+
+    Raises:
+        ValueError: ``prompt_len``/``output_len``/``batch`` < 1, unknown dtypes.
+    """
+    from .kv import kv_bytes_per_token, kv_cache_bytes
+
+    require_positive("prompt_len", prompt_len)
+    require_positive("output_len", output_len)
+    require_positive("batch", batch)
+    check_dtype(dtype)
+    kv_dtype = check_dtype(kv_dtype or dtype, field="kv_dtype")
+    check_dtype(id_dtype, ("int32", "int64"), "id_dtype")
+    wb = weight_bytes(cfg, dtype)
+    act = dtype_bits(dtype) // 8
+    idb = dtype_bits(id_dtype) // 8
+    kv_tok = kv_bytes_per_token(cfg, kv_dtype)
+    L, D, V, B, P = cfg.n_layers, cfg.d_model, cfg.vocab_size, batch, prompt_len
+    steps = output_len - 1
+    kv_read_decode = sum(kv_cache_bytes(cfg, P + i - 1, B, kv_dtype) for i in range(1, steps + 1))
+    rows = [
+        LedgerRow("load", "host→device", "weights: storage → host DRAM → HBM", wb, 1),
+        LedgerRow("prefill", "host→device", "prompt token IDs", B * P * idb, 1),
+        LedgerRow("prefill", "HBM→on-chip", "weights (one pass for all prompt tokens)", wb, 1),
+        LedgerRow("prefill", "HBM→on-chip", "KV read by attention (once per pass)", kv_cache_bytes(cfg, P, B, kv_dtype), 1),
+        LedgerRow("prefill", "on-chip→HBM", "KV written", kv_cache_bytes(cfg, P, B, kv_dtype), 1),
+        LedgerRow("prefill", "on-chip→HBM", "hidden states written at each layer's end", L * B * P * D * act, 1),
+        LedgerRow("prefill", "HBM→on-chip", "hidden states read by the next layer", L * B * P * D * act, 1),
+        LedgerRow("prefill", "on-chip→HBM", "last-position logits (FP32)", B * V * 4, 1),
+        LedgerRow("prefill", "host→device", "first sampled token ID (device → host)", B * idb, 1),
+        LedgerRow("decode", "HBM→on-chip", "weights (once per step)", wb, steps),
+        LedgerRow("decode", "HBM→on-chip", "KV history read (all steps)", kv_read_decode, 1),
+        LedgerRow("decode", "on-chip→HBM", "KV of the new token", B * kv_tok, steps),
+        LedgerRow("decode", "on-chip→HBM", "hidden states written at each layer's end", L * B * D * act, steps),
+        LedgerRow("decode", "HBM→on-chip", "hidden states read by the next layer", L * B * D * act, steps),
+        LedgerRow("decode", "on-chip→HBM", "logits (FP32)", B * V * 4, steps),
+        LedgerRow("decode", "host→device", "sampled token IDs (device → host)", B * idb, steps),
+    ]
+    return rows
+
+
+def movement_totals(rows: list[LedgerRow]) -> dict:
+    """Total bytes per movement kind (all of :data:`MOVEMENTS`, zero where nothing moved)."""
+    out = {m: 0 for m in MOVEMENTS}
+    for r in rows:
+        out[r.movement] += r.total
+    return out
+
+
+@dataclass(frozen=True)
+class MemoryTier:
+    """One tier of an accelerator's hierarchy.
+
+    Attributes:
+        tier: name.
+        capacity_bytes: aggregate capacity over the chip (bytes), ``None`` for a link.
+        bandwidth: B/s, ``None`` where no vendor figure exists.
+        source: where the numbers come from (or how they are derived).
+    """
+
+    tier: str
+    capacity_bytes: float | None
+    bandwidth: float | None
+    source: str
+
+
+def memory_tiers(hw: HardwareSpec | str) -> list[MemoryTier]:
+    """Capacity and bandwidth per tier of ``hw``, innermost first.
+
+    Shared-memory bandwidth is derived from the CUDA C++ Programming Guide (32 banks × 4 bytes
+    per clock per SM) × SMs × boost clock; register and L2 bandwidths are not published and are
+    ``None``.  The host link is the part's PCIe generation, per direction.
+
+    Raises:
+        ValueError: unknown hardware name.
+    """
+    if isinstance(hw, str):
+        hw = hardware(hw)
+    tiers = [MemoryTier("registers", hw.registers_per_sm_bytes * hw.n_sms, None,
+                        f"{hw.registers_per_sm_bytes // 1024} KiB/SM × {hw.n_sms} SMs (whitepaper)")]
+    if hw.tmem_per_sm_bytes:
+        tiers.append(MemoryTier("TMEM", hw.tmem_per_sm_bytes * hw.n_sms, None,
+                                f"{hw.tmem_per_sm_bytes // 1024} KiB/SM × {hw.n_sms} SMs (PTX ISA, tcgen05)"))
+    tiers += [
+        MemoryTier("shared memory / L1", hw.smem_per_sm_bytes * hw.n_sms, 128 * hw.n_sms * hw.boost_clock_hz,
+                   f"{hw.smem_per_sm_bytes // 1024} KiB/SM × {hw.n_sms} SMs; 128 B/clock/SM × "
+                   f"{hw.boost_clock_hz / 1e9:.3g} GHz (derived)"),
+        MemoryTier("L2", hw.l2_bytes, None, "whitepaper" if hw.l2_bytes else "not published"),
+        MemoryTier("HBM", hw.memory_bytes, hw.hbm_bandwidth, "datasheet"),
+    ]
+    lk = link(hw.host_link)
+    tiers.append(MemoryTier(f"host link ({lk.name})", None, lk.bandwidth_per_direction, lk.source))
+    return tiers
+
+
+def reader_tiers(dram_probe_bytes: int = 256 * 2**20, show_progress: bool = False) -> list[MemoryTier]:
+    """This machine's CPU tiers: each cache the OS reports (capacity per instance) and main
+    memory (physical RAM), with read bandwidth *measured* by :func:`llm_dataflow.memory.memory_mountain`
+    at half of each cache's size and at ``dram_probe_bytes`` for DRAM (one thread).
+
+    Bandwidths are measurements (B/s) — print them with ``fmt_measured``.
+
+    Raises:
+        ValueError: ``dram_probe_bytes`` not a positive integer.
+    """
+    import os
+
+    from .memory import cache_levels, memory_mountain
+
+    require_positive("dram_probe_bytes", dram_probe_bytes)
+    caches = [c for c in cache_levels() if c.type in ("Data", "Unified")]
+    sizes = [max(4096, c.size_bytes // 2) for c in caches] + [dram_probe_bytes]
+    pts = memory_mountain(sizes=sizes, ops=("read",), repeat=3, show_progress=show_progress)
+    bw = {p.working_set_bytes: p.bandwidth for p in pts}
+    tiers = [MemoryTier(f"CPU {c.name}", c.size_bytes, bw[max(4096, c.size_bytes // 2)], f"OS ({c.source}); measured")
+             for c in caches]
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    tiers.append(MemoryTier("host DRAM", ram, bw[dram_probe_bytes], "os.sysconf; measured"))
+    return tiers
+
+
+def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len: int = 128, batch: int = 1,
+                   dtype: str = "bf16") -> dict:
+    """Calculator view of :func:`request_ledger` for a preset: GB per movement kind and the
+    share of all bytes that is HBM → on-chip traffic.
+
+    Raises:
+        ValueError: as :func:`request_ledger`, or an unknown preset.
+    """
+    from .config import model_config
+    from .units import GB
+
+    rows = request_ledger(model_config(model), prompt_len, output_len, batch, dtype)
+    tot = movement_totals(rows)
+    out = {f"{m} (GB)": round(v / GB, 3) for m, v in tot.items()}
+    out["HBM→on-chip share"] = f"{tot['HBM→on-chip'] / sum(tot.values()):.1%}"
+    out["decode weight reads / load"] = output_len - 1
+    return out

@@ -1,2 +1,335 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""The reader's memory mountain: measured bandwidth vs working-set size (chapter 04).
+
+Reading a buffer that fits in L1 is many times faster than reading one that spills to DRAM.
+Sweeping the working-set size from a few KiB to well past the last-level cache and plotting
+bandwidth on log axes shows one plateau per tier of the hierarchy — the "memory mountain" of
+Bryant & O'Hallaron, *Computer Systems: A Programmer's Perspective*, 3rd ed., §6.6.1 (their
+mountain also varies the stride; ours keeps stride 1 and varies the size).
+
+How it measures (and what that costs in honesty):
+
+* **read**: ``x.expand(reps, n).sum()`` — one torch call that sums the same ``n``-element buffer
+  ``reps`` times (the expanded view has stride 0 along ``reps``, so the working set stays ``n``
+  elements while the call runs long enough to time).  Bytes counted: ``reps · n · 4``.
+* **copy**: ``dst.copy_(src)`` repeated in a Python loop; working set ``src + dst``; bytes
+  counted ``2 ·`` buffer size per copy (read + write, the STREAM convention).  A CPU that
+  write-allocates reads the destination line before writing it, so DRAM may move 3× — the
+  counter does not see that.  Each call costs a fixed dispatch overhead (about a microsecond on
+  CPU, several on GPU), which caps the copy curve at small sizes: that left edge measures
+  Python + torch, not L1.
+* Each point is timed ``repeat`` times after a warm-up (``measure.time_fn``); we keep the median
+  and the spread.  Other processes sharing the cores and caches, frequency changes and the
+  allocator's page placement move single points by tens of percent; plateaus are what to read.
+
+Cache sizes come from the OS (:func:`cache_levels`): ``/sys/devices/system/cpu/cpu0/cache``
+(Linux sysfs, ``Documentation/ABI/testing/sysfs-devices-system-cpu``), else ``lscpu``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import re
+import statistics
+import subprocess
+from dataclasses import dataclass
+
+import torch
+
+from .measure import device as _default_device
+from .measure import progress, time_fn
+from .units import KiB, MiB, fmt_bytes, require_positive
+
+__all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
+           "mountain_sizes", "memory_mountain", "call_overhead", "tier_bandwidth", "plot_mountain"]
+
+_SYSFS_CACHE = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One CPU cache as the OS reports it.
+
+    Attributes:
+        name: ``"L1d"``, ``"L1i"``, ``"L2"``, ``"L3"`` ...
+        level: 1, 2, 3 ...
+        type: ``"Data"``, ``"Instruction"`` or ``"Unified"``.
+        size_bytes: capacity of one instance, bytes (sysfs/lscpu "K" and "M" are KiB and MiB).
+        shared_cpu_list: CPUs sharing this instance (e.g. ``"0-1"``), ``""`` if unknown.
+        source: ``"sysfs"`` or ``"lscpu"``.
+    """
+
+    name: str
+    level: int
+    type: str
+    size_bytes: int
+    shared_cpu_list: str
+    source: str
+
+
+@dataclass(frozen=True)
+class MountainPoint:
+    """One measured point of the mountain.
+
+    Attributes:
+        op: ``"read"`` or ``"copy"``.
+        working_set_bytes: bytes the loop touches (copy: source + destination).
+        bytes_moved: bytes counted per timed call.
+        median_s, best_s, worst_s: median, fastest and slowest of the timed calls (s).
+        device: ``"cpu"`` or ``"cuda"``.
+    """
+
+    op: str
+    working_set_bytes: int
+    bytes_moved: int
+    median_s: float
+    best_s: float
+    worst_s: float
+    device: str
+
+    @property
+    def bandwidth(self) -> float:
+        """Median bandwidth, B/s."""
+        return self.bytes_moved / self.median_s
+
+    @property
+    def bandwidth_range(self) -> tuple[float, float]:
+        """(slowest, fastest) bandwidth over the timed calls, B/s."""
+        return self.bytes_moved / self.worst_s, self.bytes_moved / self.best_s
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+
+
+def parse_cache_size(text: str) -> int:
+    """Bytes in an OS cache-size string: ``"32K"`` → 32768, ``"1 MiB"`` → 1048576, ``"512"`` → 512.
+
+    sysfs and lscpu mean binary units (K = KiB = 1024 B).
+
+    Raises:
+        ValueError: the string is not a size.
+    """
+    m = _SIZE_RE.match(text or "")
+    if not m:
+        raise ValueError(f"cache size {text!r} is not allowed; expected e.g. '32K', '1M', '1 MiB'")
+    scale = {"": 1, "K": KiB, "M": MiB, "G": 2**30, "T": 2**40}[m.group(2).upper()]
+    return int(float(m.group(1)) * scale)
+
+
+def _name(level: int, ctype: str) -> str:
+    return f"L{level}" + {"Data": "d", "Instruction": "i"}.get(ctype, "")
+
+
+def parse_lscpu_caches(text: str) -> list[CacheLevel]:
+    """Parse ``lscpu -C -J`` (JSON) output into :class:`CacheLevel` rows (``one-size`` column).
+
+    Raises:
+        ValueError: the text is not lscpu's cache JSON.
+    """
+    try:
+        rows = json.loads(text)["caches"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"text is not `lscpu -C -J` output: {e}") from None
+    out = []
+    for r in rows:
+        level = int(r["level"])
+        ctype = r["type"]
+        out.append(CacheLevel(_name(level, ctype), level, ctype, parse_cache_size(str(r["one-size"])), "",
+                              "lscpu"))
+    return out
+
+
+def cache_levels(sysfs: pathlib.Path | str = _SYSFS_CACHE) -> list[CacheLevel]:
+    """The caches of CPU 0 as the OS reports them, smallest level first.
+
+    Reads ``sysfs`` (``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size,
+    shared_cpu_list}``); if that is missing, runs ``lscpu -C -J``; if both fail returns ``[]``
+    (e.g. macOS), and the mountain is drawn without cache lines.
+    """
+    root = pathlib.Path(sysfs)
+    out: list[CacheLevel] = []
+    for d in sorted(root.glob("index*")):
+        try:
+            level = int((d / "level").read_text())
+            ctype = (d / "type").read_text().strip()
+            size = parse_cache_size((d / "size").read_text().strip())
+            shared = (d / "shared_cpu_list").read_text().strip() if (d / "shared_cpu_list").exists() else ""
+        except (OSError, ValueError):
+            continue
+        out.append(CacheLevel(_name(level, ctype), level, ctype, size, shared, "sysfs"))
+    if not out:
+        try:
+            text = subprocess.run(["lscpu", "-C", "-J"], capture_output=True, text=True, timeout=5,
+                                  check=True).stdout
+            out = parse_lscpu_caches(text)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            out = []
+    return sorted(out, key=lambda c: (c.level, c.type != "Data"))
+
+
+def mountain_sizes(lo: int = 4 * KiB, hi: int = 128 * MiB, per_octave: int = 2) -> list[int]:
+    """Working-set sizes (bytes) from ``lo`` to ``hi``, ``per_octave`` per factor of 2, each a
+    multiple of 64 bytes (a cache line).
+
+    Raises:
+        ValueError: non-positive arguments or ``hi < lo``.
+    """
+    require_positive("lo", lo)
+    require_positive("hi", hi)
+    require_positive("per_octave", per_octave)
+    if hi < lo:
+        raise ValueError(f"hi={hi} is not allowed; it must be >= lo={lo}")
+    n = int(round(math.log2(hi / lo) * per_octave))
+    sizes = sorted({max(64, int(round(lo * 2 ** (i / per_octave) / 64)) * 64) for i in range(n + 1)})
+    return sizes
+
+
+def _timed(fn, repeat: int, dev: torch.device) -> tuple[float, float, float]:
+    fn()  # warm-up: first touch, caches filled
+    ts = [time_fn(fn, repeat=1, warmup=0, dev=dev) for _ in range(repeat)]
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def memory_mountain(sizes: list[int] | None = None, ops: tuple[str, ...] = ("read", "copy"), *,
+                    dev: torch.device | str | None = None, target_bytes: int | None = None,
+                    repeat: int = 5, threads: int | None = 1, show_progress: bool = True
+                    ) -> list[MountainPoint]:
+    """Measure read and/or copy bandwidth for each working-set size (see the module docstring).
+
+    Args:
+        sizes: working-set sizes in bytes (default :func:`mountain_sizes`: 4 KiB … 128 MiB on
+            CPU; 256 KiB … 2 GiB on a GPU, where L2 is tens of MB).
+        ops: any of ``"read"``, ``"copy"``.
+        dev: device (default ``measure.device()``).
+        target_bytes: bytes each timed call moves at least (small buffers are re-read or re-copied
+            until this much has moved), so a call lasts long enough to time.  Default 16 MiB on
+            CPU, 1 GiB on GPU (a GPU reads 16 MiB from L2 in microseconds, about a launch).
+        repeat: timed calls per point (median kept).
+        threads: CPU threads for the sweep (default 1: one core, so L1/L2 are one core's caches;
+            restored afterwards); ``None`` keeps torch's setting.  Ignored on GPU.
+        show_progress: show a progress bar (``measure.progress``).
+
+    Returns:
+        One :class:`MountainPoint` per (op, size), ops in the order given, sizes ascending.
+
+    Raises:
+        ValueError: an unknown op, a size under 64 bytes, or non-positive ``repeat`` /
+            ``target_bytes`` / ``threads``.
+    """
+    dev = torch.device(dev) if dev is not None else _default_device()
+    for op in ops:
+        if op not in ("read", "copy"):
+            raise ValueError(f"ops contains {op!r}; allowed: 'read', 'copy'")
+    require_positive("repeat", repeat)
+    if target_bytes is None:
+        target_bytes = 16 * MiB if dev.type == "cpu" else 2**30
+    require_positive("target_bytes", target_bytes)
+    if threads is not None:
+        require_positive("threads", threads)
+    if sizes is None:
+        sizes = mountain_sizes() if dev.type == "cpu" else mountain_sizes(256 * KiB, 2 * 2**30)
+    for s in sizes:
+        if not isinstance(s, int) or s < 64:
+            raise ValueError(f"sizes contains {s!r}; each size must be an integer >= 64 bytes")
+    old_threads = torch.get_num_threads()
+    if threads is not None and dev.type == "cpu":
+        torch.set_num_threads(threads)
+    points: list[MountainPoint] = []
+    try:
+        jobs = [(op, s) for op in ops for s in sorted(sizes)]
+        it = progress(jobs, desc="memory mountain") if show_progress else jobs
+        for op, size in it:
+            if op == "read":
+                n = size // 4                                  # fp32: 4 B per element
+                x = torch.ones(n, device=dev)
+                reps = max(1, math.ceil(target_bytes / (n * 4)))
+                view = x.expand(reps, n)                       # stride 0: re-reads the same n elements
+
+                def fn(view=view):
+                    view.sum()
+                moved = reps * n * 4                           # read reps·n·4 bytes, write 4
+            else:
+                n = size // 8                                  # src and dst, n fp32 each
+                src = torch.ones(n, device=dev)
+                dst = torch.empty(n, device=dev)
+                reps = max(1, math.ceil(target_bytes / (2 * n * 4)))
+
+                def fn(src=src, dst=dst, reps=reps):
+                    for _ in range(reps):
+                        dst.copy_(src)                         # read n·4 B, write n·4 B
+                moved = reps * 2 * n * 4
+            med, best, worst = _timed(fn, repeat, dev)
+            points.append(MountainPoint(op, size, moved, med, best, worst, dev.type))
+    finally:
+        torch.set_num_threads(old_threads)
+    return points
+
+
+def call_overhead(dev: torch.device | str | None = None, repeat: int = 200) -> float:
+    """Median seconds of one ``dst.copy_(src)`` on a single fp32 element: the fixed cost of a
+    torch call (dispatch, and a kernel launch on GPU), which bounds small-size copy bandwidth.
+
+    Raises:
+        ValueError: ``repeat`` not positive.
+    """
+    require_positive("repeat", repeat)
+    dev = torch.device(dev) if dev is not None else _default_device()
+    src, dst = torch.ones(1, device=dev), torch.empty(1, device=dev)
+    return time_fn(lambda: [dst.copy_(src) for _ in range(repeat)], repeat=5, warmup=1, dev=dev) / repeat
+
+
+def tier_bandwidth(points: list[MountainPoint], caches: list[CacheLevel], op: str = "read") -> dict[str, float]:
+    """Median measured bandwidth (B/s) per tier: for each data/unified cache level, the points
+    whose working set is above the previous level's size and at most half this one (clear of
+    the transition); for ``"DRAM"`` the points at least 4× the last level.  Tiers without a point
+    are left out.
+
+    Raises:
+        ValueError: ``op`` is not ``"read"`` or ``"copy"``.
+    """
+    if op not in ("read", "copy"):
+        raise ValueError(f"op={op!r} is not allowed; allowed: 'read', 'copy'")
+    pts = [p for p in points if p.op == op]
+    levels = [c for c in caches if c.type != "Instruction"]
+    out: dict[str, float] = {}
+    prev = 0
+    for c in levels:
+        sel = [p.bandwidth for p in pts if prev < p.working_set_bytes <= c.size_bytes // 2]
+        if sel:
+            out[c.name] = statistics.median(sel)
+        prev = c.size_bytes
+    sel = [p.bandwidth for p in pts if p.working_set_bytes >= 4 * prev] if levels else []
+    if sel:
+        out["DRAM"] = statistics.median(sel)
+    return out
+
+
+def plot_mountain(points: list[MountainPoint], caches: list[CacheLevel] | None = None, ax=None,
+                  title: str = ""):
+    """Plot measured bandwidth (GB/s, median line, min–max band) vs working set (bytes) on log
+    axes, with a dashed vertical line at each data/unified cache size.  Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.6), dpi=90)
+    for op in dict.fromkeys(p.op for p in points):
+        pts = [p for p in points if p.op == op]
+        xs = [p.working_set_bytes for p in pts]
+        ax.plot(xs, [p.bandwidth / 1e9 for p in pts], marker="o", ms=3, label=op)
+        lo_hi = [p.bandwidth_range for p in pts]
+        ax.fill_between(xs, [a / 1e9 for a, _ in lo_hi], [b / 1e9 for _, b in lo_hi], alpha=0.12)
+    for c in caches or []:
+        if c.type == "Instruction":
+            continue
+        ax.axvline(c.size_bytes, color="grey", ls="--", lw=1)
+        ax.text(c.size_bytes, 0.02, f" {c.name} {fmt_bytes(c.size_bytes, binary=True, digits=0)}",
+                transform=ax.get_xaxis_transform(), va="bottom", ha="right", fontsize=8, color="grey",
+                rotation=90)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("working set (bytes, log scale)")
+    ax.set_ylabel("bandwidth (GB/s, 1 GB = 1e9 B)")
+    ax.set_title(title or f"memory mountain ({points[0].device if points else ''})")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    return ax

@@ -1,2 +1,304 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Per-operator ledger of one decoder layer: FLOPs and bytes per operator, prefill vs decode (chapter 03).
+
+:func:`op_ledger` runs one layer of the real :class:`~llm_dataflow.model.Decoder` operator by
+operator (the same weights and the same building blocks ``rms_norm``, ``apply_rope``, …; a test
+checks that its output equals the layer's), and records for each operator
+
+* ``flops_counted`` — FLOPs counted by ``torch.utils.flop_counter.FlopCounterMode`` while the
+  operator runs.  That counter only knows matmul-class ops (``mm``, ``bmm``, ``addmm``, conv,
+  GPU attention kernels); elementwise work (norms, RoPE, SiLU, residual adds) counts 0 — and CPU
+  ``scaled_dot_product_attention`` counts 0 too, which is why the ledger computes attention with
+  explicit matmuls;
+* ``bytes_read`` / ``bytes_written`` — from the sizes of the tensors the operator takes and
+  returns (weights included), i.e. the traffic of one kernel per operator that reads each input
+  once and writes each output once;
+* ``flops_analytic`` / ``bytes_analytic`` — the closed-form count of :func:`analytic_op_costs`
+  (formulas in its docstring).  Matmul FLOPs: ``2·M·N·K`` (one multiply + one add per term).
+
+Shapes: B batch, T new tokens per row, C tokens already in the KV cache (decode context),
+S = C + T keys attended, D d_model, H/H_kv heads, d_h head_dim, F d_ff, E experts, k per token.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from .config import ModelConfig
+from .model import Decoder, apply_rope, rms_norm, route
+from .units import require_nonnegative, require_positive
+
+__all__ = ["op_ledger", "analytic_op_costs", "ledger_totals", "PHASES"]
+
+PHASES = ("prefill", "decode")
+
+_ELEM = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.float64: 8}
+
+
+def _shape_args(cfg, batch, seq_len, phase, context_len):
+    if not isinstance(cfg, ModelConfig):
+        raise ValueError(f"cfg={cfg!r} is not a ModelConfig")
+    require_positive("batch", batch)
+    if phase not in PHASES:
+        raise ValueError(f"phase={phase!r} is not allowed; allowed: {', '.join(PHASES)}")
+    if phase == "decode":
+        require_nonnegative("context_len", context_len)
+        return 1, context_len  # T = 1 new token after C cached ones
+    require_positive("seq_len", seq_len)
+    return seq_len, 0
+
+
+def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "prefill",
+                      context_len: int = 0, elem_bytes: int = 4, layer: int = 0,
+                      active_experts: int | None = None) -> dict[str, tuple[int, int]]:
+    """Closed-form ``{operator: (FLOPs, bytes)}`` for one layer (``layer`` picks dense vs MoE).
+
+    With ``N = B·T`` tokens (T = ``seq_len`` in prefill, 1 in decode), ``S = C + T``, ``e`` =
+    ``elem_bytes``:
+
+    * linear ``[N, in] → [N, out]``: FLOPs ``2·N·in·out``; bytes ``(N·in + in·out + N·out)·e``
+      (activations in, weight, activations out; biases add ``out·e``).
+    * RMSNorm: FLOPs ``4·N·D`` (square, mean, scale, weight); bytes ``(2·N·D + D)·e``.
+    * RoPE on q and k: FLOPs ``3·N·(H+H_kv)·d_h``; bytes read ``N·(H+H_kv)·d_h + 2·T·d_h``
+      (q, k and the cos/sin rows), written ``N·(H+H_kv)·d_h``.
+    * KV-cache write: ``2·N·H_kv·d_h`` elements read and written, 0 FLOPs.
+    * attention: FLOPs ``4·B·H·T·S·d_h`` (QKᵀ and PV, masked entries included, as dense kernels
+      compute them); bytes ``(B·H·T·d_h + 2·B·H_kv·S·d_h + B·H·T·d_h)·e`` (q, K, V, out: a fused
+      kernel's traffic, the ``[B, H, T, S]`` scores never leave the chip).
+    * residual add: FLOPs ``N·D``; bytes ``3·N·D·e``.  SiLU·mul: FLOPs ``5·N·F`` (sigmoid ≈ 4),
+      bytes ``3·N·F·e``.
+    * MoE: router ``2·N·D·E``; routed experts ``N·k·(6·D·F_e + 5·F_e + 2·D)`` FLOPs (matmuls,
+      SiLU·mul, weighted sum) and the weights of the ``active_experts`` that receive at least one
+      token (``3·D·F_e·e`` each; default ``min(E, N·k)``), plus per routed copy of a token
+      ``(2·D + 6·F_e)·e`` (x in, y out; gate, up and act each written and read once: one kernel
+      per matmul); the shared expert likewise with all N tokens: ``(2·N·D + 3·D·F_s + 6·N·F_s)·e``.
+
+    Sources: the matmul count is the standard ``2·m·n·k`` (Kaplan et al. 2020, arXiv:2001.08361,
+    Table 1 uses ``2·N_params`` per token); attention as in the same table (``2·n_ctx·d_attn``
+    per token for QKᵀ, the same for PV).
+
+    Raises:
+        ValueError: bad phase / sizes (named).
+    """
+    T, C = _shape_args(cfg, batch, seq_len, phase, context_len)
+    B, D, H, Hkv, dh, e = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, elem_bytes
+    N, S = B * T, C + T
+
+    def lin(n_in, n_out, bias=False):
+        return 2 * N * n_in * n_out, (N * n_in + n_in * n_out + N * n_out + (n_out if bias else 0)) * e
+
+    norm = (4 * N * D, (2 * N * D + D) * e)
+    add = (N * D, 3 * N * D * e)
+    out = {"input_layernorm": norm,
+           "q_proj": lin(D, H * dh, cfg.attention_bias),
+           "k_proj": lin(D, Hkv * dh, cfg.attention_bias),
+           "v_proj": lin(D, Hkv * dh, cfg.attention_bias)}
+    if cfg.qk_norm:
+        out["q_norm+k_norm"] = (4 * N * (H + Hkv) * dh, (2 * N * (H + Hkv) * dh + 2 * dh) * e)
+    out["rope"] = (3 * N * (H + Hkv) * dh, (2 * N * (H + Hkv) * dh + 2 * T * dh) * e)
+    out["kv_cache_write"] = (0, 4 * N * Hkv * dh * e)
+    out["attention"] = (4 * B * H * T * S * dh, (2 * B * H * T * dh + 2 * B * Hkv * S * dh) * e)
+    out["o_proj"] = lin(H * dh, D, cfg.attention_out_bias)
+    out["residual_add_1"] = add
+    out["post_attention_layernorm"] = norm
+    if cfg.is_moe_layer(layer):
+        E, k, Fe = cfg.n_routed_experts, cfg.n_experts_per_token, cfg.moe_d_ff
+        n_act = min(E, N * k) if active_experts is None else active_experts
+        out["router"] = lin(D, E)
+        out["experts (routed)"] = (N * k * (6 * D * Fe + 5 * Fe + 2 * D),
+                                   (n_act * 3 * D * Fe + N * k * (2 * D + 6 * Fe)) * e)
+        if cfg.n_shared_experts:
+            Fs = cfg.shared_d_ff
+            out["shared_expert"] = (6 * N * D * Fs + 5 * N * Fs, (2 * N * D + 3 * D * Fs + 6 * N * Fs) * e)
+    else:
+        Fd = cfg.d_ff
+        out["gate_proj"] = lin(D, Fd, cfg.mlp_bias)
+        out["up_proj"] = lin(D, Fd, cfg.mlp_bias)
+        out["silu*mul"] = (5 * N * Fd, 3 * N * Fd * e)
+        out["down_proj"] = lin(Fd, D, cfg.mlp_bias)
+    out["residual_add_2"] = add
+    return out
+
+
+def _uniq_bytes(tensors) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        key = (t.data_ptr(), t.shape, t.stride())
+        if key not in seen:
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total
+
+
+def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = "prefill",
+              context_len: int = 0, dtype: torch.dtype = torch.float32, layer: int = 0,
+              model: Decoder | None = None, seed: int = 0, return_output: bool = False):
+    """Run one layer operator by operator and tabulate FLOPs and bytes per operator.
+
+    Args:
+        cfg: model config (any config the :class:`Decoder` supports).
+        batch: B.  seq_len: T in prefill (ignored in decode, where T = 1).
+        phase: ``"prefill"`` (T new tokens, no history) or ``"decode"`` (1 new token per row
+            after ``context_len`` cached ones; the cache holds seeded random K/V).
+        dtype: compute dtype.  layer: which layer of the model (dense or MoE).
+        model: a :class:`Decoder` to take the weights from (default: ``Decoder(cfg)`` seeded).
+        seed: seeds the input hidden states and the cached K/V.
+        return_output: also return the layer output ``[B, T, D]`` (tests compare it with the
+            layer's own forward).
+
+    Returns:
+        ``pandas.DataFrame`` with one row per operator and columns ``op, kind, flops_counted,
+        flops_analytic, bytes_read, bytes_written, bytes, bytes_analytic, intensity``
+        (FLOP/B, counted FLOPs over counted bytes; analytic FLOPs where the counter sees none);
+        with ``return_output`` a tuple ``(frame, output, input, cache)``.
+
+    Raises:
+        ValueError: bad phase or sizes (named), ``layer`` out of range.
+    """
+    import pandas as pd
+
+    T, C = _shape_args(cfg, batch, seq_len, phase, context_len)
+    if not isinstance(layer, int) or not 0 <= layer < cfg.n_layers:
+        raise ValueError(f"layer={layer!r} is out of range; allowed 0..{cfg.n_layers - 1}")
+    if model is None:
+        torch.manual_seed(seed)
+        model = Decoder(cfg, dtype=dtype)
+    cfg, dtype = model.cfg, model.dtype
+    dev = model.device
+    lay = model.model.layers[layer]
+    at = lay.self_attn
+    B, D, H, Hkv, dh = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(B, T, D, generator=g, dtype=torch.float32).to(dev, dtype)
+    cache = model.new_cache(B, C + T)
+    if C:
+        for li in range(cfg.n_layers):
+            cache.k[li][:, :, :C] = torch.randn(B, Hkv, C, dh, generator=g).to(dev, dtype)
+            cache.v[li][:, :, :C] = torch.randn(B, Hkv, C, dh, generator=g).to(dev, dtype)
+        cache.lengths.fill_(C)
+    S = C + T
+    cos, sin = model.rope_cos[C:S], model.rope_sin[C:S]  # [T, d_h]
+    rows = []
+
+    def run(name, kind, fn, inputs):
+        with FlopCounterMode(display=False) as fc:
+            y = fn()
+        outs = y if isinstance(y, tuple) else (y,)
+        rows.append(dict(op=name, kind=kind, flops_counted=int(fc.get_total_flops()),
+                         bytes_read=_uniq_bytes(inputs), bytes_written=_uniq_bytes(outs)))
+        return y
+
+    def lin(name, t, mod, kind="matmul"):
+        ins = [t, mod.weight] + ([mod.bias] if mod.bias is not None else [])
+        return run(name, kind, lambda: F.linear(t, mod.weight, mod.bias), ins)
+
+    eps = cfg.norm_eps
+    xn = run("input_layernorm", "norm", lambda: rms_norm(x, lay.input_layernorm.weight, eps),
+             [x, lay.input_layernorm.weight])
+    q = lin("q_proj", xn, at.q_proj).view(B, T, H, dh)
+    k = lin("k_proj", xn, at.k_proj).view(B, T, Hkv, dh)
+    v = lin("v_proj", xn, at.v_proj).view(B, T, Hkv, dh)
+    if cfg.qk_norm:
+        q, k = run("q_norm+k_norm", "norm",
+                   lambda: (rms_norm(q, at.q_norm.weight, eps), rms_norm(k, at.k_norm.weight, eps)),
+                   [q, k, at.q_norm.weight, at.k_norm.weight])
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # views [B, H|H_kv, T, d_h]
+    q, k = run("rope", "elementwise", lambda: (apply_rope(qt, cos, sin), apply_rope(kt, cos, sin)),
+               [qt, kt, cos, sin])
+    K, V = run("kv_cache_write", "memory", lambda: cache.update(layer, k, vt), [k, vt])
+    rows[-1]["bytes_written"] = rows[-1]["bytes_read"]  # the views returned are not new writes
+
+    def attend():
+        # explicit matmuls so FlopCounterMode sees them; GQA folded, K/V never repeated
+        qg = q.reshape(B, Hkv, (H // Hkv) * T, dh)
+        s = (qg @ K.transpose(-1, -2)) * dh ** -0.5  # [B, H_kv, rep·T, S]
+        p = torch.arange(C, S, device=dev).repeat(H // Hkv)[:, None]
+        j = torch.arange(S, device=dev)[None]
+        allowed = j <= p
+        w = cfg.sliding_window if cfg.layer_type(layer) == "sliding_attention" else None
+        if w is not None:
+            allowed &= j > p - w
+        s = s.masked_fill(~allowed, float("-inf")).softmax(-1, dtype=torch.float32).to(dtype)
+        return (s @ V).reshape(B, H, T, dh)
+
+    o = run("attention", "attention", attend, [q, K, V])
+    o = o.transpose(1, 2).reshape(B, T, H * dh)
+    ao = lin("o_proj", o, at.o_proj)
+    a = run("residual_add_1", "elementwise", lambda: x + ao, [x, ao])
+    an = run("post_attention_layernorm", "norm", lambda: rms_norm(a, lay.post_attention_layernorm.weight, eps),
+             [a, lay.post_attention_layernorm.weight])
+    mlp = lay.mlp
+    active = None
+    if cfg.is_moe_layer(layer):
+        flat = an.reshape(-1, D)
+        logits_w = mlp.gate.weight
+        idx, wts = route(flat, logits_w, cfg.n_experts_per_token, cfg.norm_topk_prob)
+        # the router row: its matmul (route() also does softmax/top-k, a few ops on [N, E])
+        run("router", "matmul", lambda: F.linear(flat, logits_w), [flat, logits_w])
+        used = sorted(set(idx.flatten().tolist()))
+        active = len(used)
+
+        traffic = {"r": 0, "w": 0}
+
+        def swiglu_counted(t, ex):
+            # an unfused SwiGLU: x read once; gate, up, act and down outputs written, then read
+            gt = F.linear(t, ex.gate_proj.weight)
+            ut = F.linear(t, ex.up_proj.weight)
+            ht = F.silu(gt) * ut
+            yt = F.linear(ht, ex.down_proj.weight)
+            traffic["r"] += _uniq_bytes([t, gt, ut, ht])
+            traffic["w"] += _uniq_bytes([gt, ut, ht, yt])
+            return yt
+
+        def experts():
+            y = torch.zeros_like(flat)
+            for e in used:
+                tok, slot = (idx == e).nonzero(as_tuple=True)
+                y.index_add_(0, tok, swiglu_counted(flat[tok], mlp.experts[e]) * wts[tok, slot, None])
+            return y
+
+        wts_in = [p for e in used for p in (mlp.experts[e].gate_proj.weight, mlp.experts[e].up_proj.weight,
+                                            mlp.experts[e].down_proj.weight)]
+        y = run("experts (routed)", "matmul", experts, wts_in)
+        rows[-1]["bytes_read"] += traffic["r"]  # weights of the used experts + per-slot activations
+        rows[-1]["bytes_written"] = traffic["w"]
+        if mlp.shared_experts is not None:
+            se = mlp.shared_experts
+            traffic["r"] = traffic["w"] = 0
+            ys = run("shared_expert", "matmul", lambda: swiglu_counted(flat, se),
+                     [se.gate_proj.weight, se.up_proj.weight, se.down_proj.weight])
+            rows[-1]["bytes_read"] += traffic["r"]
+            rows[-1]["bytes_written"] = traffic["w"]
+            y = y + ys
+        m = y.reshape(B, T, D)
+    else:
+        gp = lin("gate_proj", an, mlp.gate_proj)
+        up = lin("up_proj", an, mlp.up_proj)
+        act = run("silu*mul", "elementwise", lambda: F.silu(gp) * up, [gp, up])
+        m = lin("down_proj", act, mlp.down_proj)
+    out = run("residual_add_2", "elementwise", lambda: a + m, [a, m])
+
+    ana = analytic_op_costs(cfg, B, T, phase, C, out.element_size(), layer, active)
+    for r in rows:
+        f, b = ana[r["op"]]
+        r["flops_analytic"] = f
+        r["bytes"] = r["bytes_read"] + r["bytes_written"]
+        r["bytes_analytic"] = b
+        fl = r["flops_counted"] or f
+        r["intensity"] = fl / r["bytes"] if r["bytes"] else float("nan")
+    cols = ["op", "kind", "flops_counted", "flops_analytic", "bytes_read", "bytes_written", "bytes",
+            "bytes_analytic", "intensity"]
+    frame = pd.DataFrame(rows)[cols]
+    if return_output:
+        return frame, out, x, cache
+    return frame
+
+
+def ledger_totals(frame) -> dict:
+    """Totals of a ledger: ``{"flops": analytic FLOPs, "flops_counted", "bytes", "intensity"}``
+    (FLOP, bytes, FLOP/B), plus the operator with the most bytes and the one with the most FLOPs."""
+    fl = int(frame["flops_analytic"].sum())
+    by = int(frame["bytes"].sum())
+    return {"flops": fl, "flops_counted": int(frame["flops_counted"].sum()), "bytes": by,
+            "intensity": fl / by, "top_bytes": frame.loc[frame["bytes"].idxmax(), "op"],
+            "top_flops": frame.loc[frame["flops_analytic"].idxmax(), "op"]}

@@ -1,2 +1,764 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Many GPUs: tensor, pipeline, expert and context parallelism on real ``torch.distributed`` ranks.
+
+Each form cuts a different axis of the work and pays for it with a different communication
+pattern (shapes in ``book/notation.md``: B batch, T sequence, D d_model, H heads, H_kv kv heads,
+d_h head_dim, F d_ff, L layers, E experts, k experts per token, N ranks):
+
+* **Tensor parallel** (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053 §3): inside each
+  layer, the attention heads and the MLP's F columns are split over N ranks.  ``q/k/v_proj``
+  and ``gate/up_proj`` are *column-parallel* (each rank computes H/N heads, F/N channels);
+  ``o_proj`` and ``down_proj`` are *row-parallel* (each rank multiplies its slice and produces
+  a partial sum ``[B, T, D]``), so one all-reduce of ``B·T·D`` elements closes each block:
+  two all-reduces per layer.
+* **Pipeline parallel** (GPipe, Huang et al. 2019, arXiv:1811.06965): rank s holds a
+  contiguous stage of layers and passes the hidden state ``[b, T, D]`` of each micro-batch to
+  rank s+1 with ``send``/``recv``.  With S stages and M micro-batches a forward takes
+  ``M + S − 1`` stage-slots, of which ``S − 1`` are fill/drain bubble per stage.
+* **Expert parallel** (GShard, Lepikhin et al. 2020, arXiv:2006.16668; Switch, Fedus et al.
+  2021, arXiv:2101.03961): rank r holds experts ``r·E/N … (r+1)·E/N − 1``; each rank routes its
+  own tokens, an all-to-all dispatches every (token, expert) slot to the expert's rank, the
+  experts run, a second all-to-all brings the results back, and the k outputs are combined.
+* **Context parallel** (ring attention, Liu et al. 2023, arXiv:2310.01889): the sequence is
+  split over ranks; each rank keeps its queries and passes its K/V block around the ring,
+  merging partial attentions with the online softmax (chapter 06's
+  :func:`llm_dataflow.flash.merge_attention_partials`).
+
+The spawn targets ``demo_*`` run each form on the book's tiny presets and are what the notebook,
+the tests and ``python -m llm_dataflow.launch`` / ``torchrun`` start.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from torch import nn
+
+from .collectives import CommCounter, collective_time, p2p_time
+from .config import ModelConfig, model_config, param_count, weight_bytes
+from .hardware import hardware as _hardware
+from .units import dtype_bytes, fmt_bytes, fmt_si, require_positive
+
+__all__ = [
+    "check_tp_degree", "shard_decoder_tp", "tp_forward", "tp_generate", "tp_layer_forward",
+    "tp_bytes_per_token_per_layer",
+    "layer_partition", "pipeline_forward", "pipeline_schedule", "pipeline_bubble_fraction",
+    "plot_pipeline_timeline",
+    "check_ep_degree", "shard_moe_ep", "ep_moe_forward", "ep_bytes_per_token",
+    "ring_attention", "ring_attention_bytes_per_rank",
+    "parallel_step_time", "plot_topology",
+    "demo_tensor_parallel", "demo_pipeline_parallel", "demo_expert_parallel", "demo_context_parallel",
+    "demo_all", "build_decoder", "demo_inputs",
+]
+
+
+# --- shared helpers ----------------------------------------------------------------------------
+def build_decoder(cfg: ModelConfig | str, seed: int = 0, dtype: torch.dtype = torch.float32, device=None):
+    """The single-process :class:`~llm_dataflow.model.Decoder` every rank (and the reference)
+    starts from: built on CPU after ``seed_all(seed)`` (so every process gets the same random
+    weights), then moved to ``device``."""
+    from .measure import seed_all
+    from .model import Decoder
+
+    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
+    seed_all(seed)
+    return Decoder(cfg, dtype=dtype).to(device or "cpu")
+
+
+def demo_inputs(vocab_size: int, batch: int, seq: int, seed: int = 1) -> torch.Tensor:
+    """Seeded token ids ``[B, T]`` (int64) shared by the ranks and the reference."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(vocab_size, (batch, seq), generator=g)
+
+
+# --- tensor parallel ---------------------------------------------------------------------------
+def check_tp_degree(cfg: ModelConfig, n_ranks: int) -> None:
+    """Raise ``ValueError`` unless ``n_ranks`` divides every dimension tensor parallelism splits:
+    ``n_heads``, ``n_kv_heads`` (each rank keeps whole KV heads), ``d_ff`` (dense MLP layers)
+    and, for MoE, ``moe_d_ff`` and the shared expert's F."""
+    require_positive("n_ranks", n_ranks)
+    dims = [("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads)]
+    if not cfg.is_moe or cfg.dense_layers:
+        dims.append(("d_ff", cfg.d_ff))
+    if cfg.is_moe:
+        dims.append(("moe_d_ff", cfg.moe_d_ff))
+        if cfg.n_shared_experts:
+            dims.append(("shared_d_ff", cfg.shared_d_ff))
+    for name, val in dims:
+        if val % n_ranks:
+            raise ValueError(f"tensor parallel degree n_ranks={n_ranks} does not divide {name}={val}; "
+                             f"allowed: divisors of {name}")
+
+
+def _slice_linear(lin: nn.Linear, dim: int, lo: int, hi: int, keep_bias: bool) -> nn.Linear:
+    """A new Linear holding rows (``dim=0``: output features, column-parallel) or columns
+    (``dim=1``: input features, row-parallel) ``lo:hi`` of ``lin``.  A row-parallel layer keeps
+    its bias on one rank only (``keep_bias``), since the partial outputs are summed."""
+    w = lin.weight.detach()
+    w = w[lo:hi] if dim == 0 else w[:, lo:hi]
+    b = lin.bias
+    if b is not None:
+        b = b.detach()[lo:hi] if dim == 0 else (b.detach() if keep_bias else torch.zeros_like(b))
+    new = nn.Linear(w.shape[1], w.shape[0], bias=b is not None, dtype=w.dtype, device=w.device)
+    with torch.no_grad():
+        new.weight.copy_(w)
+        if b is not None:
+            new.bias.copy_(b)
+    return new.requires_grad_(False)
+
+
+def _shard_swiglu(mlp, rank: int, n: int) -> None:
+    F_ = mlp.gate_proj.out_features
+    lo, hi = rank * F_ // n, (rank + 1) * F_ // n
+    mlp.gate_proj = _slice_linear(mlp.gate_proj, 0, lo, hi, True)   # column-parallel [F/N, D]
+    mlp.up_proj = _slice_linear(mlp.up_proj, 0, lo, hi, True)       # column-parallel [F/N, D]
+    mlp.down_proj = _slice_linear(mlp.down_proj, 1, lo, hi, rank == 0)  # row-parallel [D, F/N]
+
+
+def shard_decoder_tp(decoder, rank: int, n_ranks: int):
+    """Cut a full :class:`~llm_dataflow.model.Decoder` down, in place, to rank ``rank``'s tensor-
+    parallel shard and return it.
+
+    Per layer: ``q_proj`` keeps heads ``rank·H/N …`` (rows ``[H/N·d_h, D]``), ``k_proj``/``v_proj``
+    the matching ``H_kv/N`` KV heads (query head h uses KV head ``h // (H/H_kv)``, so contiguous
+    shards stay consistent), ``o_proj`` the matching input columns ``[D, H/N·d_h]``; the SwiGLU
+    MLP (and every MoE expert and the shared expert) keeps F/N channels of ``gate/up_proj``
+    (rows) and ``down_proj`` (columns).  Norms, router, embedding and LM head stay replicated.
+    Biases of row-parallel layers live on rank 0 only.  Weight bytes per rank for the layers:
+    1/N of the full model's.
+
+    Raises:
+        ValueError: ``n_ranks`` does not divide a split dimension (:func:`check_tp_degree`) or
+            ``rank`` is out of range.
+    """
+    cfg = decoder.cfg
+    check_tp_degree(cfg, n_ranks)
+    if not isinstance(rank, int) or not 0 <= rank < n_ranks:
+        raise ValueError(f"rank={rank!r} is not allowed; allowed: 0..{n_ranks - 1}")
+    H, Hkv, dh = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    hq, hk = H // n_ranks, Hkv // n_ranks
+    for layer in decoder.model.layers:
+        at = layer.self_attn
+        at.q_proj = _slice_linear(at.q_proj, 0, rank * hq * dh, (rank + 1) * hq * dh, True)
+        at.k_proj = _slice_linear(at.k_proj, 0, rank * hk * dh, (rank + 1) * hk * dh, True)
+        at.v_proj = _slice_linear(at.v_proj, 0, rank * hk * dh, (rank + 1) * hk * dh, True)
+        at.o_proj = _slice_linear(at.o_proj, 1, rank * hq * dh, (rank + 1) * hq * dh, rank == 0)
+        at.H, at.Hkv = hq, hk
+        mlp = layer.mlp
+        if hasattr(mlp, "experts"):  # MoE: every expert (and the shared one) split like a SwiGLU
+            for ex in mlp.experts:
+                _shard_swiglu(ex, rank, n_ranks)
+            if mlp.shared_experts is not None:
+                _shard_swiglu(mlp.shared_experts, rank, n_ranks)
+        else:
+            _shard_swiglu(mlp, rank, n_ranks)
+    decoder.tp_rank, decoder.tp_size = rank, n_ranks
+    # the KV cache of a TP rank holds its H_kv/N heads only
+    decoder.tp_cfg = cfg.replace(n_heads=hq, n_kv_heads=hk)
+    return decoder
+
+
+def tp_layer_forward(layer, h: torch.Tensor, ctx, comm: CommCounter, cache=None) -> torch.Tensor:
+    """One tensor-parallel layer: ``h [B, T, D]`` (replicated) → ``[B, T, D]`` (replicated).
+
+    ``a = h + all_reduce(o_proj_shard(attn_shard(norm(h))))``;
+    ``out = a + all_reduce(down_shard(mlp_shard(norm(a))))``: two all-reduces of
+    ``B·T·D`` elements, the only communication of the layer.
+    """
+    a = layer.self_attn(layer.input_layernorm(h), ctx, cache)  # partial sum over this rank's heads
+    comm.all_reduce(a)  # B·T·D·elem bytes handed
+    h = h + a
+    m = layer.mlp(layer.post_attention_layernorm(h))  # partial sum over this rank's F/N channels
+    comm.all_reduce(m)
+    return h + m
+
+
+@torch.inference_mode()
+def tp_forward(decoder, input_ids: torch.Tensor, comm: CommCounter, cache=None) -> torch.Tensor:
+    """Logits ``[B, T, V]`` of a decoder sharded by :func:`shard_decoder_tp` (every rank gets
+    the full logits; the LM head is replicated).  ``cache``: a ``KVCache`` built with
+    ``decoder.tp_cfg`` (this rank's H_kv/N heads), or ``None``."""
+    h, ctx = decoder.prepare(input_ids, cache)
+    for layer in decoder.model.layers:
+        h = tp_layer_forward(layer, h, ctx, comm, cache)
+    if cache is not None:
+        cache.advance(ctx.T)
+    return decoder.finish(h)
+
+
+@torch.inference_mode()
+def tp_generate(decoder, input_ids: torch.Tensor, max_new_tokens: int, comm: CommCounter) -> dict:
+    """Greedy decoding with a tensor-parallel decoder and a per-rank KV cache (H_kv/N heads).
+
+    Returns ``{"tokens": [B, T+max_new_tokens], "decode_handed": bytes handed to all-reduce
+    during the decode steps only, "decode_steps": int}``.
+
+    Raises:
+        ValueError: ``max_new_tokens`` < 1.
+    """
+    from .model import KVCache
+
+    require_positive("max_new_tokens", max_new_tokens)
+    B, T0 = input_ids.shape
+    cache = KVCache(decoder.tp_cfg, B, T0 + max_new_tokens, decoder.dtype, decoder.device)
+    out = [input_ids]
+    nxt = tp_forward(decoder, input_ids, comm, cache)[:, -1].argmax(-1, keepdim=True)
+    before = comm.handed["all_reduce"]
+    for t in range(max_new_tokens):
+        out.append(nxt)
+        if t == max_new_tokens - 1:
+            break
+        nxt = tp_forward(decoder, nxt, comm, cache)[:, -1].argmax(-1, keepdim=True)
+    return {"tokens": torch.cat(out, 1), "decode_handed": comm.handed["all_reduce"] - before,
+            "decode_steps": max_new_tokens - 1}
+
+
+def tp_bytes_per_token_per_layer(cfg: ModelConfig | str, n_ranks: int, dtype: str = "bf16") -> dict:
+    """Tensor-parallel communication per token per layer (Megatron-LM, arXiv:1909.08053 §3).
+
+    Two all-reduces per layer, each of one ``D``-vector per token:
+    ``handed = 2·D·elem`` bytes (what a rank gives ``all_reduce``) and, with ring all-reduce,
+    ``sent = 2·2(N−1)/N·D·elem`` bytes leaving each rank.
+
+    Returns:
+        ``{"handed": bytes, "sent_per_rank": bytes, "all_reduces": 2}``.
+
+    Raises:
+        ValueError: unknown preset or dtype, bad ``n_ranks``.
+    """
+    from .collectives import collective_bytes_per_rank
+
+    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
+    require_positive("n_ranks", n_ranks)
+    handed = 2 * cfg.d_model * dtype_bytes(dtype)
+    return {"handed": handed, "sent_per_rank": 2 * collective_bytes_per_rank("all_reduce", handed / 2, n_ranks),
+            "all_reduces": 2}
+
+
+# --- pipeline parallel -------------------------------------------------------------------------
+def layer_partition(n_layers: int, n_stages: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, end)`` layer ranges per stage, sizes differing by at most one
+    (the first ``n_layers mod n_stages`` stages get the extra layer).
+
+    Raises:
+        ValueError: ``n_stages`` not in ``1..n_layers``.
+    """
+    require_positive("n_layers", n_layers)
+    require_positive("n_stages", n_stages)
+    if n_stages > n_layers:
+        raise ValueError(f"n_stages={n_stages} is more than n_layers={n_layers}; allowed: 1..{n_layers}")
+    base, extra = divmod(n_layers, n_stages)
+    out, lo = [], 0
+    for s in range(n_stages):
+        hi = lo + base + (s < extra)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+@torch.inference_mode()
+def pipeline_forward(decoder, input_ids: torch.Tensor, n_microbatches: int, comm: CommCounter,
+                     t0: float | None = None) -> dict:
+    """GPipe-style forward of one pipeline stage (this rank = stage ``comm.rank`` of
+    ``comm.world_size``) over ``n_microbatches`` slices of the batch.
+
+    Stage 0 embeds; every stage runs its layers (:func:`layer_partition`); stage s sends the
+    hidden state ``[b, T, D]`` of each micro-batch to stage s+1 (``isend``, so it can start the
+    next micro-batch at once) and stage s+1 ``recv``s it; the last stage applies the final norm
+    and LM head.  Every stage calls ``decoder.prepare`` for the positions and masks (its
+    embedding output is used by stage 0 only).
+
+    Returns:
+        ``{"logits": [B, T, V] on the last stage (None elsewhere), "events": [{"stage",
+        "microbatch", "start", "end"} (s, relative to t0)], "layers": (start, end)}``.
+
+    Raises:
+        ValueError: ``n_microbatches`` not in ``1..B``.
+    """
+    B, T = input_ids.shape
+    if not isinstance(n_microbatches, int) or not 1 <= n_microbatches <= B:
+        raise ValueError(f"n_microbatches={n_microbatches!r} is not allowed; allowed: 1..B={B}")
+    S, s = comm.world_size, comm.rank
+    lo, hi = layer_partition(decoder.cfg.n_layers, S)[s]
+    t0 = time.perf_counter() if t0 is None else t0
+    events, outs, works = [], [], []
+    for m, mb in enumerate(torch.tensor_split(input_ids, n_microbatches, dim=0)):
+        h, ctx = decoder.prepare(mb)
+        if s > 0:
+            h = torch.empty_like(h)
+            comm.recv(h, s - 1)  # b·T·D·elem bytes from the previous stage
+        start = time.perf_counter()
+        for i in range(lo, hi):
+            h = decoder.model.layers[i](h, ctx)
+        if s == S - 1:
+            outs.append(decoder.finish(h))
+        else:
+            works.append(comm.isend(h.contiguous(), s + 1))
+        events.append({"stage": s, "microbatch": m, "start": start - t0, "end": time.perf_counter() - t0})
+    for w in works:
+        w.wait()
+    return {"logits": torch.cat(outs, 0) if outs else None, "events": events, "layers": (lo, hi)}
+
+
+def pipeline_schedule(n_stages: int, n_microbatches: int, t_stage: float = 1.0, t_comm: float = 0.0) -> list[dict]:
+    """Analytic GPipe forward timeline: micro-batch m starts on stage s when stage s finished
+    m−1 and stage s−1 finished m (plus the send ``t_comm``).
+
+    Returns:
+        ``[{"stage", "microbatch", "start", "end"}]`` (s, or units of ``t_stage``).  The last
+        event ends at ``(M + S − 1)·t_stage + (S − 1)·t_comm``.
+
+    Raises:
+        ValueError: non-positive sizes or times.
+    """
+    require_positive("n_stages", n_stages)
+    require_positive("n_microbatches", n_microbatches)
+    require_positive("t_stage", t_stage, integer=False)
+    if t_comm < 0:
+        raise ValueError(f"t_comm={t_comm!r} is not allowed; it must be >= 0")
+    end = {}
+    ev = []
+    for m in range(n_microbatches):
+        for s in range(n_stages):
+            start = max(end.get((s, m - 1), 0.0), end[(s - 1, m)] + t_comm if s else 0.0)
+            end[(s, m)] = start + t_stage
+            ev.append({"stage": s, "microbatch": m, "start": start, "end": start + t_stage})
+    return ev
+
+
+def pipeline_bubble_fraction(n_stages: int, n_microbatches: int) -> float:
+    """Idle fraction of each stage in a GPipe forward: ``(S − 1) / (M + S − 1)``
+    (Huang et al. 2019, arXiv:1811.06965 §2.2).  One request (M = 1) on S stages: ``(S−1)/S``.
+
+    Raises:
+        ValueError: non-positive sizes.
+    """
+    require_positive("n_stages", n_stages)
+    require_positive("n_microbatches", n_microbatches)
+    return (n_stages - 1) / (n_microbatches + n_stages - 1)
+
+
+def plot_pipeline_timeline(events: list[dict], ax=None, title: str = "", unit: str = "ms", scale: float = 1e3):
+    """Gantt chart of pipeline ``events`` (as :func:`pipeline_forward` / :func:`pipeline_schedule`
+    return): one row per stage, one coloured bar per micro-batch; gaps are bubbles.
+    Returns the matplotlib ``Axes``."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 2))
+    cmap = plt.get_cmap("tab10")
+    n_stages = 1 + max(e["stage"] for e in events)
+    for e in events:
+        ax.barh(e["stage"], (e["end"] - e["start"]) * scale, left=e["start"] * scale, height=0.7,
+                color=cmap(e["microbatch"] % 10), edgecolor="black", linewidth=0.5)
+        ax.text((e["start"] + e["end"]) / 2 * scale, e["stage"], str(e["microbatch"]), ha="center",
+                va="center", fontsize=7)
+    ax.set_yticks(range(n_stages))
+    ax.set_yticklabels([f"stage {s}" for s in range(n_stages)])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+# --- expert parallel ---------------------------------------------------------------------------
+def check_ep_degree(cfg: ModelConfig, n_ranks: int) -> None:
+    """Raise ``ValueError`` unless the config is MoE and ``n_ranks`` divides ``n_routed_experts``."""
+    require_positive("n_ranks", n_ranks)
+    if not cfg.is_moe:
+        raise ValueError(f"n_routed_experts={cfg.n_routed_experts} (model {cfg.name!r} is dense); "
+                         "expert parallelism needs an MoE config")
+    if cfg.n_routed_experts % n_ranks:
+        raise ValueError(f"expert parallel degree n_ranks={n_ranks} does not divide "
+                         f"n_routed_experts={cfg.n_routed_experts}; allowed: divisors of n_routed_experts")
+
+
+def shard_moe_ep(moe, rank: int, n_ranks: int, cfg: ModelConfig | None = None):
+    """Keep only experts ``rank·E/N … (rank+1)·E/N − 1`` of an MoE block (the others are
+    replaced by ``None`` so their weights are freed); router and shared expert stay replicated.
+    Returns the block, with ``ep_rank``/``ep_size`` set.
+
+    Raises:
+        ValueError: ``n_ranks`` does not divide E, or ``rank`` out of range.
+    """
+    E = len(moe.experts)
+    if cfg is not None:
+        check_ep_degree(cfg, n_ranks)
+    elif E % n_ranks:
+        raise ValueError(f"expert parallel degree n_ranks={n_ranks} does not divide n_routed_experts={E}")
+    if not isinstance(rank, int) or not 0 <= rank < n_ranks:
+        raise ValueError(f"rank={rank!r} is not allowed; allowed: 0..{n_ranks - 1}")
+    el = E // n_ranks
+    moe.local_experts = {e: moe.experts[e] for e in range(rank * el, (rank + 1) * el)}
+    moe.n_experts, moe.ep_rank, moe.ep_size = E, rank, n_ranks
+    return moe
+
+
+@torch.inference_mode()
+def ep_moe_forward(moe, x: torch.Tensor, comm: CommCounter) -> tuple[torch.Tensor, dict]:
+    """Expert-parallel MoE block on this rank's tokens ``x [n, D]`` → ``([n, D], stats)``.
+
+    1. route: top-k experts and weights per token (:func:`llm_dataflow.model.route`);
+    2. sort the ``n·k`` (token, expert) slots by expert — experts of rank j are contiguous;
+    3. all-to-all the per-expert slot counts (``[N, E/N]`` int64: tiny), then all-to-all the
+       token rows ``[n·k, D]`` (dispatch);
+    4. run each local expert on the rows it received;
+    5. all-to-all the expert outputs back (combine) and sum ``weight·output`` per token
+       (plus the shared expert, computed locally).
+
+    ``stats``: ``slots_to_rank`` (list[N], rows this rank dispatched to each rank),
+    ``rows_received`` (rows its experts computed), ``dispatch_bytes`` / ``combine_bytes``
+    (handed to all-to-all, bytes, including the slice that stays local) and ``remote_bytes``
+    (rows that really leave the rank, both directions).
+    """
+    from .model import route
+
+    import torch.distributed as dist
+
+    N = comm.world_size
+    E = moe.n_experts
+    el = E // N
+    n, D = x.shape
+    idx, w = route(x, moe.gate.weight, moe.k, moe.norm_topk_prob)      # [n, k] each
+    flat = idx.flatten()                                                # slot j = token j // k
+    order = flat.argsort(stable=True)                                   # slots grouped by expert
+    tok = order // moe.k
+    per_expert = torch.bincount(flat, minlength=E)                      # [E] slots per expert
+    recv_per_expert = torch.empty_like(per_expert)
+    dist.all_to_all_single(recv_per_expert, per_expert)                 # metadata: N·(E/N)·8 bytes
+    send_split = per_expert.view(N, el).sum(1).tolist()                 # rows to each rank
+    recv_counts = recv_per_expert.view(N, el)                           # [source, local expert]
+    recv_split = recv_counts.sum(1).tolist()
+    send_x = x[tok]                                                     # [n·k, D]: gather, n·k·D·elem
+    recv_x = x.new_empty(sum(recv_split), D)
+    comm.all_to_all(recv_x, send_x, recv_split, send_split)             # dispatch
+    # rows from source j arrive sorted by local expert: expert id of every received row
+    eid = torch.arange(el).repeat(N).repeat_interleave(recv_counts.flatten().cpu()).to(x.device)
+    y = torch.empty_like(recv_x)
+    for e_local in range(el):
+        rows = (eid == e_local).nonzero().squeeze(1)
+        if rows.numel():
+            y[rows] = moe.local_experts[comm.rank * el + e_local](recv_x[rows])
+    back = torch.empty_like(send_x)
+    comm.all_to_all(back, y, send_split, recv_split)                    # combine
+    out = torch.zeros_like(x)
+    out.index_add_(0, tok, back * w.flatten()[order][:, None])          # Σ_k weight·expert output
+    if moe.shared_experts is not None:
+        out = out + moe.shared_experts(x)
+    elem = x.element_size()
+    remote = (sum(send_split) - send_split[comm.rank] + sum(recv_split) - recv_split[comm.rank]) * D * elem
+    return out, {"slots_to_rank": send_split, "rows_received": int(sum(recv_split)),
+                 "dispatch_bytes": int(send_x.numel() * elem), "combine_bytes": int(y.numel() * elem),
+                 "remote_bytes": int(remote)}
+
+
+def ep_bytes_per_token(cfg: ModelConfig | str, n_ranks: int, dtype: str = "bf16") -> dict:
+    """Expected expert-parallel traffic per token per MoE layer with uniform routing: each of
+    the k slots of a token goes to a remote rank with probability ``(N−1)/N``; dispatch and
+    combine each move one ``D``-vector per remote slot (GShard, arXiv:2006.16668 §2).
+
+    Returns ``{"dispatch": k·(N−1)/N·D·elem, "combine": same, "total": 2×}`` (bytes).
+
+    Raises:
+        ValueError: dense config, bad ``n_ranks`` or dtype.
+    """
+    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
+    check_ep_degree(cfg, n_ranks)
+    one = cfg.n_experts_per_token * (n_ranks - 1) / n_ranks * cfg.d_model * dtype_bytes(dtype)
+    return {"dispatch": one, "combine": one, "total": 2 * one}
+
+
+# --- context parallel --------------------------------------------------------------------------
+@torch.inference_mode()
+def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: CommCounter,
+                   causal: bool = True) -> torch.Tensor:
+    """Exact attention over a sequence split into contiguous chunks, one per rank.
+
+    This rank holds queries and keys/values of its chunk: ``q [B, H, T_r, d_h]``,
+    ``k, v [B, H_kv, T_r, d_h]`` (chunks may differ in length; rank r's chunk starts where rank
+    r−1's ends).  In N steps every K/V block visits every rank: at each step a rank computes the
+    partial attention of its queries over the block it holds (chapter 06's
+    :func:`~llm_dataflow.flash.attention_partial` with the block's absolute ``k_offset``),
+    merges it into its running ``(o, m, l)`` (:func:`~llm_dataflow.flash.merge_attention_partials`)
+    and, meanwhile, passes the block to rank r+1 (``isend``/``irecv`` of one ``[2, B, H_kv, T_j, d_h]``
+    tensor).  With ``causal``, blocks that lie wholly in this rank's future are passed on
+    without being computed (the source of ring attention's load imbalance; zig-zag sharding
+    fixes it).  Source: Liu et al. 2023, arXiv:2310.01889.
+
+    Returns:
+        ``[B, H, T_r, d_h]``: this rank's rows of ``softmax(QKᵀ/√d_h) V`` over the full sequence.
+    """
+    from .flash import attention_partial, merge_attention_partials
+
+    import torch.distributed as dist
+
+    N, r = comm.world_size, comm.rank
+    lens = torch.tensor([q.shape[2]], dtype=torch.int64, device=q.device)
+    all_lens = torch.empty(N, dtype=torch.int64, device=q.device)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(all_lens, lens)  # metadata: N·8 bytes, not counted
+    sizes = all_lens.tolist()
+    offs = [sum(sizes[:j]) for j in range(N)]
+    B, Hkv, _, dh = k.shape
+    kv = torch.stack([k, v])                              # [2, B, H_kv, T_r, d_h]
+    src = r
+    o = m = l = None
+    q_last = offs[r] + sizes[r] - 1
+    for step in range(N):
+        if step < N - 1:                                  # start passing the block on first
+            nxt_src = (src - 1) % N
+            buf = kv.new_empty(2, B, Hkv, sizes[nxt_src], dh)
+            reqs = [comm.isend(kv, (r + 1) % N), comm.irecv(buf, (r - 1) % N)]
+        if not (causal and offs[src] > q_last):           # skip blocks wholly in the future
+            part = attention_partial(q, kv[0], kv[1], causal, q_offset=offs[r], k_offset=offs[src])
+            o, m, l = part if o is None else merge_attention_partials(o, m, l, *part)
+        if step < N - 1:
+            for req in reqs:
+                req.wait()
+            kv, src = buf, nxt_src
+    return o
+
+
+def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_dim: int, n_ranks: int,
+                                  dtype: str = "bf16") -> float:
+    """Bytes each rank sends in :func:`ring_attention` (per layer): N−1 K/V blocks of
+    ``2·B·H_kv·(T/N)·d_h`` elements = ``2·(N−1)/N·B·T·H_kv·d_h·elem`` (Liu et al. 2023,
+    arXiv:2310.01889: the block transfer overlaps the block's compute when it is long enough).
+
+    Raises:
+        ValueError: non-positive sizes or unknown dtype.
+    """
+    for f, v in (("batch", batch), ("seq", seq), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
+                 ("n_ranks", n_ranks)):
+        require_positive(f, v)
+    return 2 * (n_ranks - 1) / n_ranks * batch * seq * n_kv_heads * head_dim * dtype_bytes(dtype)
+
+
+# --- topology and the communication-vs-compute calculator ---------------------------------------
+def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM", tp: int = 8, pp: int = 1,
+                       link: str = "NVLink4", batch: int = 1, dtype: str = "bf16") -> dict:
+    """One decode step (one new token for each of ``batch`` sequences) on ``tp × pp`` GPUs:
+    compute time vs communication time, analytically.
+
+    Model (all times in s):
+
+    * compute per stage = ``max(W/(tp·pp)/HBM_bw, 2·P_active·B/(tp·pp)/peak)`` — the roofline
+      of reading this GPU's weights once vs its FLOPs (``W`` = :func:`weight_bytes`,
+      ``P_active`` = :func:`param_count` ``(active=True)``); KV-cache reads and kernel launch
+      overheads are left out;
+    * TP communication per stage = ``2·(L/pp)`` all-reduces of ``B·D·elem`` bytes over ``tp``
+      ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link``); it sits between
+      dependent matmuls, so it adds to the step unless other work (another micro-batch)
+      overlaps it;
+    * PP communication = ``pp − 1`` sends of ``B·D·elem`` bytes (:func:`p2p_time`);
+    * a step crosses all ``pp`` stages one after another.
+
+    Returns:
+        dict of strings and numbers: per-GPU weights, compute / communication time per step
+        and per token, communication share, and a verdict on whether the communication could
+        hide behind compute.
+
+    Raises:
+        ValueError: unknown preset, ``tp``/``pp``/``batch`` not positive, ``pp > n_layers``.
+    """
+    cfg = model_config(model)
+    hw = _hardware(hardware)
+    for f, v in (("tp", tp), ("pp", pp), ("batch", batch)):
+        require_positive(f, v)
+    if pp > cfg.n_layers:
+        raise ValueError(f"pp={pp} is more than n_layers={cfg.n_layers}")
+    elem = dtype_bytes(dtype)
+    W = weight_bytes(cfg, dtype)
+    P = param_count(cfg, active=True)
+    n_gpu = tp * pp
+    t_mem = W / n_gpu / hw.hbm_bandwidth
+    t_flop = 2 * P * batch / n_gpu / hw.flops(dtype)
+    compute = pp * max(t_mem, t_flop)
+    msg = batch * cfg.d_model * elem
+    t_tp = 2 * cfg.n_layers * collective_time("all_reduce", msg, tp, link) if tp > 1 else 0.0
+    t_pp = (pp - 1) * p2p_time(msg, link) if pp > 1 else 0.0
+    comm = t_tp + t_pp
+    ratio = comm / compute
+    verdict = ("no communication" if comm == 0 else
+               "hides behind compute if overlapped" if ratio < 1 else "communication-bound")
+    return {
+        "GPUs": n_gpu,
+        "weights per GPU": fmt_bytes(W / n_gpu),
+        "fits in HBM": "yes" if W / n_gpu < hw.memory_bytes else "no",
+        "compute per step": fmt_si(compute, "s"),
+        "communication per step": fmt_si(comm, "s"),
+        "  of which TP all-reduce": fmt_si(t_tp, "s"),
+        "  of which PP send": fmt_si(t_pp, "s"),
+        "all-reduce message": fmt_bytes(msg),
+        "compute per token": fmt_si(compute / batch, "s"),
+        "communication per token": fmt_si(comm / batch, "s"),
+        "comm / compute": round(ratio, 3),
+        "verdict": verdict,
+        "_compute_s": compute, "_comm_s": comm,
+    }
+
+
+def plot_topology(ax=None):
+    """Figure: two 4-GPU nodes.  Inside a node GPUs talk through NVLink/NVSwitch (or only PCIe);
+    across nodes the path is GPU → PCIe switch → NIC → InfiniBand/RoCE fabric → NIC → GPU.
+    With GPUDirect RDMA the NIC reads GPU memory directly (green); without it the data bounces
+    through a buffer in host memory (red, dashed: two extra PCIe crossings and a CPU copy).
+    Per-direction bandwidths come from :data:`~llm_dataflow.hardware.LINKS`.  Returns the Axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    from .hardware import link as _lk
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.2))
+    ax.set_xlim(0, 16)
+    ax.set_ylim(0, 8.4)
+    ax.axis("off")
+
+    def box(x, y, w, h, text, color, fs=7):
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.05", fc=color, ec="black", lw=0.8))
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fs)
+
+    def line(x0, y0, x1, y1, **kw):
+        ax.plot([x0, x1], [y0, y1], **{"color": "gray", "lw": 1.2, **kw})
+
+    nv = _lk("NVLink4").bandwidth_per_direction
+    pcie = _lk("PCIe-Gen5-x16").bandwidth_per_direction
+    ib = _lk("InfiniBand-NDR").bandwidth_per_direction
+    for n, x0 in enumerate((0.3, 9.7)):
+        ax.add_patch(FancyBboxPatch((x0, 0.3), 6.0, 7.6, boxstyle="round,pad=0.1", fc="#f7f7f7", ec="gray"))
+        ax.text(x0 + 3.0, 7.6, f"node {n}", ha="center", fontsize=9, weight="bold")
+        box(x0 + 0.5, 6.0, 5.0, 0.8, f"NVSwitch  (NVLink4 {nv / 1e9:.0f} GB/s per direction per GPU)", "#cde7c8", 6.5)
+        for g in range(4):
+            gx = x0 + 0.4 + g * 1.4
+            box(gx, 4.2, 1.1, 1.0, f"GPU{4 * n + g}\nHBM", "#b9d3ee")
+            line(gx + 0.55, 5.2, gx + 0.55, 6.0, color="green", lw=2)
+            line(gx + 0.55, 4.2, x0 + 1.5 + (g // 2) * 3.0, 3.1)
+        for p in range(2):
+            box(x0 + 0.6 + p * 3.0, 2.4, 1.8, 0.7, "PCIe switch", "#eeeeee")
+            line(x0 + 1.5 + p * 3.0, 2.4, x0 + 1.5 + p * 3.0, 1.6)
+        box(x0 + 0.4, 0.7, 2.2, 0.9, "NIC", "#fde4b0")
+        box(x0 + 3.4, 0.7, 2.4, 0.9, "CPU + host memory\n(bounce buffer)", "#f4cccc")
+        line(x0 + 4.5, 2.4, x0 + 4.5, 1.6)
+    box(6.8, 3.3, 2.4, 1.2, f"InfiniBand / RoCE\nswitch\n{ib / 1e9:.0f} GB/s per direction", "#fff2cc")
+    line(2.6, 1.15, 6.8, 3.6, color="darkorange", lw=2)
+    line(9.2, 3.6, 10.1, 1.15, color="darkorange", lw=2)
+    # GPUDirect RDMA: GPU0 → PCIe switch → NIC (no host memory)
+    ax.annotate("", xy=(1.4, 1.6), xytext=(0.95, 4.2),
+                arrowprops=dict(arrowstyle="->", color="green", lw=2))
+    ax.text(0.1, 3.4, "GPUDirect\nRDMA", color="green", fontsize=7)
+    # without GPUDirect: GPU → host memory → NIC
+    ax.annotate("", xy=(4.3, 1.6), xytext=(1.9, 4.2),
+                arrowprops=dict(arrowstyle="->", color="red", lw=1.2, ls="--"))
+    ax.annotate("", xy=(2.6, 1.4), xytext=(3.7, 1.4),
+                arrowprops=dict(arrowstyle="->", color="red", lw=1.2, ls="--"))
+    ax.text(2.9, 3.35, f"bounce via host\n(PCIe Gen5 {pcie / 1e9:.0f} GB/s/dir)", color="red", fontsize=6.5)
+    return ax
+
+
+# --- spawn targets -----------------------------------------------------------------------------
+def demo_tensor_parallel(rank: int, world_size: int, model: str = "tiny-llama", batch: int = 2, seq: int = 11,
+                         new_tokens: int = 4, seed: int = 0) -> dict:
+    """Spawn target: shard ``model`` (preset name or ModelConfig) over the ranks, run a prefill
+    forward and a greedy generation with per-rank KV caches.
+
+    Returns ``{"logits" [B, T, V], "tokens" [B, T+new_tokens], "handed": {op: bytes} of the
+    prefill, "decode_handed": bytes, "decode_steps", "layer_param_bytes": this rank's layer
+    weights}``.
+    """
+    from .launch import rank_device
+
+    dev = rank_device()
+    dec = build_decoder(model, seed, device=dev)
+    shard_decoder_tp(dec, rank, world_size)
+    ids = demo_inputs(dec.cfg.vocab_size, batch, seq).to(dev)
+    comm = CommCounter()
+    logits = tp_forward(dec, ids, comm)
+    handed = dict(comm.handed)
+    gen = tp_generate(dec, ids, new_tokens, CommCounter())
+    layer_bytes = sum(p.numel() * p.element_size() for p in dec.model.layers.parameters())
+    return {"logits": logits, "tokens": gen["tokens"], "handed": handed, "decode_handed": gen["decode_handed"],
+            "decode_steps": gen["decode_steps"], "layer_param_bytes": layer_bytes}
+
+
+def demo_pipeline_parallel(rank: int, world_size: int, model: str | ModelConfig = "tiny-llama", batch: int = 4,
+                           seq: int = 9, microbatches=(1, 4), seed: int = 0, repeat: int = 1) -> dict:
+    """Spawn target: one pipeline stage per rank; forward the same batch with each number of
+    micro-batches in ``microbatches``.  Returns ``{"logits": {M: [B, T, V] (last stage) or
+    None}, "events": {M: [...]}, "layers": (start, end), "sent_bytes": int}`` (timings of the
+    last of ``repeat`` runs; a barrier aligns ``t0`` across ranks)."""
+    import torch.distributed as dist
+
+    from .launch import rank_device
+
+    dev = rank_device()
+    dec = build_decoder(model, seed, device=dev)
+    ids = demo_inputs(dec.cfg.vocab_size, batch, seq).to(dev)
+    comm = CommCounter()
+    logits, events = {}, {}
+    for M in microbatches:
+        for _ in range(repeat):
+            dist.barrier()
+            res = pipeline_forward(dec, ids, M, comm, t0=time.perf_counter())
+        logits[M], events[M] = res["logits"], res["events"]
+    return {"logits": logits, "events": events, "layers": res["layers"], "sent_bytes": comm.handed.get("send", 0)}
+
+
+def demo_expert_parallel(rank: int, world_size: int, model: str = "tiny-moe", n_tokens: int = 37,
+                         seed: int = 0) -> dict:
+    """Spawn target: layer 0's MoE block of ``model`` with experts spread over the ranks; the
+    ``n_tokens`` rows of a seeded ``[n_tokens, D]`` input are split over ranks (contiguous,
+    ``tensor_split``).  Returns ``{"y": this rank's [n_r, D] output, **stats}`` of
+    :func:`ep_moe_forward`."""
+    from .launch import rank_device
+
+    dev = rank_device()
+    dec = build_decoder(model, seed, device=dev)
+    check_ep_degree(dec.cfg, world_size)
+    moe = shard_moe_ep(dec.model.layers[0].mlp, rank, world_size, dec.cfg)
+    g = torch.Generator().manual_seed(seed + 7)
+    x = torch.randn(n_tokens, dec.cfg.d_model, generator=g).to(dev)
+    x_local = torch.tensor_split(x, world_size)[rank]
+    y, stats = ep_moe_forward(moe, x_local, CommCounter())
+    return {"y": y, **stats}
+
+
+def demo_context_parallel(rank: int, world_size: int, batch: int = 1, n_heads: int = 4, n_kv_heads: int = 2,
+                          seq: int = 37, head_dim: int = 16, causal: bool = True, seed: int = 3) -> dict:
+    """Spawn target: ring attention over a seeded ``q [B, H, T, d_h]``, ``k, v [B, H_kv, T, d_h]``
+    split along T (``tensor_split``: irregular lengths allowed).  Returns ``{"out": this rank's
+    [B, H, T_r, d_h], "sent_bytes": bytes}``."""
+    from .launch import rank_device
+
+    dev = rank_device()
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, n_heads, seq, head_dim, generator=g)
+    k = torch.randn(batch, n_kv_heads, seq, head_dim, generator=g)
+    v = torch.randn(batch, n_kv_heads, seq, head_dim, generator=g)
+    part = [torch.tensor_split(t, world_size, dim=2)[rank].contiguous().to(dev) for t in (q, k, v)]
+    comm = CommCounter()
+    out = ring_attention(*part, comm, causal=causal)
+    return {"out": out, "sent_bytes": comm.handed.get("send", 0)}
+
+
+def demo_all(rank: int, world_size: int, forms: dict | None = None) -> dict:
+    """Spawn target that runs several demos in one set of processes (each spawn re-imports torch,
+    so batching saves seconds).  ``forms``: ``{name: kwargs}`` with names ``"collectives"``,
+    ``"tensor_parallel"``, ``"pipeline_parallel"``, ``"expert_parallel"``, ``"context_parallel"``, each optionally followed by ``#suffix`` to run a form twice
+    (``"tensor_parallel#moe"``); default: all with their defaults.  Returns ``{name: result}``.
+
+    Raises:
+        ValueError: an unknown form name.
+    """
+    from .collectives import demo_collectives
+
+    table = {"collectives": demo_collectives, "tensor_parallel": demo_tensor_parallel,
+             "pipeline_parallel": demo_pipeline_parallel, "expert_parallel": demo_expert_parallel,
+             "context_parallel": demo_context_parallel}
+    forms = forms if forms is not None else {k: {} for k in table}
+    bad = [k for k in forms if k.split("#")[0] not in table]
+    if bad:
+        raise ValueError(f"forms contains {bad[0]!r}; allowed: {', '.join(table)} (a '#suffix' may "
+                         "follow a name to run the same form twice)")
+    return {k: table[k.split("#")[0]](rank, world_size, **(kw or {})) for k, kw in forms.items()}

@@ -1,2 +1,288 @@
-"""(stub: being written)."""
-__all__: list[str] = []
+"""Speculative decoding (chapter 08): a small draft proposes, the target verifies in one forward.
+
+The account it changes is **weight reuse per read**.  A decode step of the target reads all of its
+weights to produce one token; verifying γ draft tokens in one forward reads them once for up to
+γ + 1 tokens.  With per-token acceptance rate α the expected number of tokens per target forward is
+
+    E[tokens / step] = (1 − α^(γ+1)) / (1 − α)          (Leviathan et al. 2023, arXiv:2211.17192, eq. 1)
+
+and the wall-time improvement, with c = draft forward time / target forward time, is
+``E / (γ·c + 1)`` (their Theorem 3.8).
+
+:func:`speculative_generate` is *greedy* speculative decoding: a draft token is accepted iff it equals
+the target's argmax at that position; at the first mismatch the target's own argmax is emitted.  Every
+emitted token is therefore the target's greedy token given the tokens before it, so the output equals
+``target.generate`` exactly (tested; the only caveat is floating point: the target scores γ + 1
+positions in one forward instead of one at a time, which could flip an exact tie).
+
+Trained weights are not available, and two random models agree on ≈ 1/V of tokens.  To give the
+draft something to agree with, :func:`build_target_from_draft` does what distillation does in reverse:
+it takes a random ``tiny-draft`` decoder and builds a ``tiny-llama``-shaped target whose first
+``d_model`` channels, first heads and first layer compute the draft exactly, plus random extra capacity
+of scale ``noise``.  ``noise`` sets α: 0 gives near-total agreement, larger values less.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import ModelConfig, model_config
+from .units import require_positive
+
+__all__ = [
+    "expected_tokens_per_step", "speculative_speedup", "best_gamma", "speculative_calculator",
+    "SpecStats", "speculative_generate", "build_target_from_draft", "make_speculative_pair",
+]
+
+def _check_alpha_gamma(alpha, gamma):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha={alpha!r} is not allowed; the acceptance rate must lie in [0, 1]")
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma={gamma!r} is not allowed; the number of draft tokens must be an integer >= 1")
+
+
+def expected_tokens_per_step(alpha: float, gamma: int) -> float:
+    """Expected tokens produced per target forward with γ draft tokens and acceptance rate α.
+
+    ``(1 − α^(γ+1)) / (1 − α)`` (Leviathan, Kalman & Matias 2023, "Fast Inference from
+    Transformers via Speculative Decoding", arXiv:2211.17192, eq. (1)), assuming each draft token
+    is accepted independently with probability α.  The limit α → 1 is γ + 1 (all γ drafts accepted
+    plus the target's own token); α = 0 gives 1 (plain decoding).
+
+    Raises:
+        ValueError: ``alpha`` outside [0, 1] or ``gamma`` not an integer ≥ 1.
+    """
+    _check_alpha_gamma(alpha, gamma)
+    if alpha == 1:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def speculative_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
+    """Expected wall-time improvement of speculative over plain decoding.
+
+    ``(1 − α^(γ+1)) / ((1 − α)(γ c + 1))`` (Leviathan et al. 2023, Theorem 3.8), where
+    c = ``cost_ratio`` = time of one draft forward / time of one target forward.  Assumes a target
+    forward over γ + 1 tokens costs the same as over one token (true while decode is
+    memory-bound: the weights are read once either way).  Above 1 it pays.
+
+    Raises:
+        ValueError: bad ``alpha``/``gamma``, or ``cost_ratio`` negative or not finite.
+    """
+    _check_alpha_gamma(alpha, gamma)
+    if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)) or not math.isfinite(cost_ratio) \
+            or cost_ratio < 0:
+        raise ValueError(f"cost_ratio={cost_ratio!r} is not allowed; it must be a finite number >= 0")
+    return expected_tokens_per_step(alpha, gamma) / (gamma * cost_ratio + 1)
+
+
+def best_gamma(alpha: float, cost_ratio: float, max_gamma: int = 16) -> tuple:
+    """The γ in 1..``max_gamma`` maximising :func:`speculative_speedup`; returns ``(γ, speedup)``.
+
+    Raises:
+        ValueError: bad ``alpha``, ``cost_ratio`` or ``max_gamma``.
+    """
+    require_positive("max_gamma", max_gamma)
+    best = max(range(1, max_gamma + 1), key=lambda g: speculative_speedup(alpha, g, cost_ratio))
+    return best, speculative_speedup(alpha, best, cost_ratio)
+
+
+def speculative_calculator(alpha: float = 0.8, gamma: int = 4, cost_ratio: float = 0.1) -> dict:
+    """Outputs for ``ldf.calculator``: expected tokens per target step, speed-up, best γ."""
+    g, s = best_gamma(alpha, cost_ratio)
+    sp = speculative_speedup(alpha, gamma, cost_ratio)
+    return {"expected tokens per target step": round(expected_tokens_per_step(alpha, gamma), 3),
+            "speed-up vs plain decoding": round(sp, 3),
+            "pays?": "yes" if sp > 1 else "no",
+            "best γ (1..16)": g, "speed-up at best γ": round(s, 3)}
+
+
+# --- greedy speculative decoding with KV caches --------------------------------------------------
+@dataclass
+class SpecStats:
+    """What one :func:`speculative_generate` call measured.
+
+    Attributes:
+        gamma: draft tokens proposed per step (γ).
+        accepted: accepted draft tokens n_i of each verify step (0 … γ).
+        target_forwards: target forwards including the prefill.  draft_forwards: likewise for the draft.
+        wall_s: wall time of the call, s.
+    """
+
+    gamma: int
+    accepted: list = field(default_factory=list)
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def steps(self) -> int:
+        """Verify steps (target forwards after the prefill)."""
+        return len(self.accepted)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Mean tokens emitted per verify step, ``mean(n_i + 1)`` (before the final truncation)."""
+        return sum(n + 1 for n in self.accepted) / max(1, self.steps)
+
+    @property
+    def acceptance_fraction(self) -> float:
+        """Accepted / proposed draft tokens, ``Σn_i / (γ·steps)``.  Biased low as an estimate of α:
+        drafts after the first rejection are never tested."""
+        return sum(self.accepted) / max(1, self.gamma * self.steps)
+
+    @property
+    def alpha(self) -> float:
+        """Per-token acceptance rate α (maximum-likelihood under the i.i.d. model of the formula):
+        accepted tests / all tests, where a step with n_i < γ tested n_i + 1 drafts and a step with
+        n_i = γ tested γ.  ``Σn_i / (Σn_i + #{i: n_i < γ})``."""
+        acc = sum(self.accepted)
+        rej = sum(1 for n in self.accepted if n < self.gamma)
+        return acc / (acc + rej) if acc + rej else 0.0
+
+
+@torch.inference_mode()
+def speculative_generate(target, draft, input_ids: torch.Tensor, max_new_tokens: int, gamma: int = 4
+                         ) -> tuple[torch.Tensor, SpecStats]:
+    """Greedy speculative decoding of one sequence.
+
+    Each step: the draft proposes d_1 … d_γ autoregressively (γ draft forwards of T = 1, or T = 2
+    after a fully accepted step); the target runs one forward over ``[last, d_1 … d_γ]`` (T = γ + 1)
+    and gives its argmax g_0 … g_γ; the longest prefix with d_{i+1} = g_i is accepted (n tokens) and
+    g_n is appended — n + 1 tokens per target forward.  Both KV caches are rolled back by lowering
+    ``cache.lengths`` (the rejected positions are simply overwritten later: no copy).
+
+    Args:
+        target, draft: :class:`llm_dataflow.model.Decoder` with the same ``vocab_size``.
+        input_ids: ``[1, T]`` prompt.  max_new_tokens: tokens to produce (≥ 1).  gamma: γ ≥ 1.
+
+    Returns:
+        ``(tokens [1, T + max_new_tokens], SpecStats)``; tokens equal ``target.generate(input_ids,
+        max_new_tokens)``.
+
+    Raises:
+        ValueError: batch ≠ 1, γ < 1, ``max_new_tokens`` < 1, or different vocabularies.
+    """
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma={gamma!r} is not allowed; the number of draft tokens must be an integer >= 1")
+    require_positive("max_new_tokens", max_new_tokens)
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; [1, T] (one sequence) is required")
+    if target.cfg.vocab_size != draft.cfg.vocab_size:
+        raise ValueError(f"draft vocab_size={draft.cfg.vocab_size} differs from target vocab_size="
+                         f"{target.cfg.vocab_size}; they must share the vocabulary")
+    t0 = time.perf_counter()
+    st = SpecStats(gamma)
+    T0 = input_ids.shape[1]
+    max_len = T0 + max_new_tokens + gamma + 2
+    tc, dc = target.new_cache(1, max_len), draft.new_cache(1, max_len)
+    out = input_ids[0].tolist()
+    last = int(target(input_ids, tc, last_only=True)[0, -1].argmax())  # prefill: the first token
+    st.target_forwards += 1
+    draft(input_ids, dc, last_only=True)  # the draft's cache holds the prompt too
+    st.draft_forwards += 1
+    out.append(last)
+    pending = [last]  # tokens not yet in the draft's cache (ends with `last`)
+    while len(out) - T0 < max_new_tokens:
+        # draft: γ proposals, one forward each (the first may feed 2 pending tokens)
+        props = []
+        feed = pending
+        for _ in range(gamma):
+            logits = draft(torch.tensor([feed], dtype=input_ids.dtype), dc, last_only=True)
+            st.draft_forwards += 1
+            props.append(int(logits[0, -1].argmax()))
+            feed = props[-1:]
+        # target: one forward over [last, d_1 … d_γ], γ + 1 positions
+        block = torch.tensor([[last] + props], dtype=input_ids.dtype)
+        g = target(block, tc)[0].argmax(-1).tolist()  # g_i = target's greedy token after position i
+        st.target_forwards += 1
+        n = 0
+        while n < gamma and props[n] == g[n]:
+            n += 1
+        st.accepted.append(n)
+        out.extend(props[:n] + [g[n]])
+        tc.lengths -= gamma - n  # keep last, d_1 … d_n; drop d_{n+1} … d_γ
+        if n < gamma:
+            dc.lengths -= gamma - 1 - n  # the draft cached last, d_1 … d_{γ-1}; keep last, d_1 … d_n
+            pending = [g[n]]
+        else:
+            pending = [props[-1], g[n]]  # d_γ was proposed but never fed to the draft
+        last = g[n]
+    st.wall_s = time.perf_counter() - t0
+    return torch.tensor([out[:T0 + max_new_tokens]], dtype=input_ids.dtype), st
+
+
+# --- a draft/target pair that agrees --------------------------------------------------------------
+@torch.no_grad()
+def build_target_from_draft(draft, target_cfg: ModelConfig | str = "tiny-llama", noise: float = 0.0,
+                            seed: int = 0):
+    """A target :class:`Decoder` of ``target_cfg`` that contains ``draft`` exactly, plus noise.
+
+    Construction (D_d, D_t the two d_model; the draft's channels are the target's first D_d):
+
+    * embeddings, q/k/v/o, gate/up/down and lm_head: the draft's matrix in the top-left block, zeros
+      elsewhere; target heads ``h < H_d`` are the draft's heads (same d_h and the same H/H_kv group
+      size, so head h uses the same kv head);
+    * RMSNorm weights × √(D_d/D_t): a vector zero beyond D_d has an RMS √(D_d/D_t) times smaller over
+      D_t channels, so this restores the draft's normalised values (ε differs by D_t/D_d, a small
+      mismatch);
+    * layers beyond the draft's are zero (their residual branches add 0);
+    * then every weight matrix gets ``noise × 0.02 × N(0, 1)`` (0.02: the decoder's init std).
+
+    With ``noise = 0`` the target's logits equal the draft's up to that ε mismatch; ``noise`` lowers
+    the acceptance rate α continuously.
+
+    Raises:
+        ValueError: vocabularies or d_h differ, a target dimension is smaller than the draft's, the
+            H/H_kv group sizes differ, or ``noise`` < 0.
+    """
+    from .model import Decoder
+
+    tcfg = model_config(target_cfg) if isinstance(target_cfg, str) else target_cfg
+    dcfg = draft.cfg
+    if not (isinstance(noise, (int, float)) and math.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise={noise!r} is not allowed; it must be a finite number >= 0")
+    if tcfg.vocab_size != dcfg.vocab_size or tcfg.head_dim != dcfg.head_dim:
+        raise ValueError(f"target vocab_size/head_dim=({tcfg.vocab_size}, {tcfg.head_dim}) must equal the "
+                         f"draft's ({dcfg.vocab_size}, {dcfg.head_dim})")
+    for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff"):
+        if getattr(tcfg, f) < getattr(dcfg, f):
+            raise ValueError(f"target {f}={getattr(tcfg, f)} is smaller than the draft's {getattr(dcfg, f)}")
+    if tcfg.n_heads // tcfg.n_kv_heads != dcfg.n_heads // dcfg.n_kv_heads:
+        raise ValueError("target and draft must have the same query heads per kv head (n_heads / n_kv_heads)")
+    if tcfg.is_moe or dcfg.is_moe:
+        raise ValueError("build_target_from_draft supports dense configs only (n_routed_experts=0)")
+    g = torch.Generator().manual_seed(seed)
+    target = Decoder(tcfg, dtype=draft.dtype)
+    tsd, dsd = target.state_dict(), draft.state_dict()
+    r = math.sqrt(dcfg.d_model / tcfg.d_model)
+    for name, t in tsd.items():
+        t.zero_()
+        if name.endswith("norm.weight"):
+            t.fill_(r)
+        src = dsd.get(name)
+        if src is None:
+            continue
+        if name.endswith("norm.weight"):
+            t[: src.shape[0]] = src * r
+        else:
+            t[tuple(slice(0, s) for s in src.shape)] = src
+    for name, t in tsd.items():
+        if t.dim() == 2 and noise > 0:
+            t += noise * 0.02 * torch.randn(t.shape, generator=g, dtype=t.dtype)
+    target.load_state_dict(tsd)
+    return target
+
+
+def make_speculative_pair(noise: float = 0.0, seed: int = 0, draft_cfg: str = "tiny-draft",
+                          target_cfg: str = "tiny-llama"):
+    """``(target, draft)``: a random ``draft_cfg`` decoder (seeded) and
+    :func:`build_target_from_draft` of it.  Both FP32 on CPU."""
+    from .model import Decoder
+
+    torch.manual_seed(seed)
+    draft = Decoder(model_config(draft_cfg))
+    return build_target_from_draft(draft, target_cfg, noise, seed + 1), draft

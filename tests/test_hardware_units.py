@@ -1,0 +1,65 @@
+"""Hardware presets, links, units and measurement helpers."""
+import pytest
+
+import llm_dataflow as ldf
+
+
+def test_ridge_point_h100():
+    # 989.4e12 FLOP/s (BF16 dense) / 3.35e12 B/s = 295.3 FLOP/B
+    assert ldf.ridge_point("H100-SXM", "bf16") == pytest.approx(989.4e12 / 3.35e12)
+    assert round(ldf.ridge_point(ldf.hardware("H100-SXM"))) == 295
+
+
+def test_links_directions():
+    nv4 = ldf.link("NVLink4")
+    assert nv4.bandwidth_bidirectional == 900e9 and nv4.bandwidth_per_direction == 450e9
+    pcie5 = ldf.link("PCIe-Gen5-x16")
+    # 32 GT/s × 16 lanes × 128/130 / 8 bits = 63.0 GB/s per direction
+    assert pcie5.bandwidth_per_direction == pytest.approx(63.015e9, rel=1e-4)
+    assert ldf.link("InfiniBand-NDR").bandwidth_per_direction == 50e9
+
+
+def test_every_preset_has_source():
+    for hw in ldf.HARDWARE.values():
+        assert hw.source and hw.hbm_bandwidth > 0 and "bf16" in hw.peak_flops
+    for lk in ldf.LINKS.values():
+        assert lk.source and lk.bandwidth_bidirectional == pytest.approx(2 * lk.bandwidth_per_direction)
+
+
+def test_bad_hardware_input():
+    with pytest.raises(ValueError, match="hardware='TPU'"):
+        ldf.hardware("TPU")
+    with pytest.raises(ValueError, match="dtype='fp4' has no peak"):
+        ldf.ridge_point("A100-80GB-SXM", "fp4")
+    with pytest.raises(ValueError, match="nbytes=0"):
+        ldf.arithmetic_intensity(10, 0)
+    assert ldf.arithmetic_intensity(2 * 4096, 4096 * 2) == 1.0
+
+
+def test_units_formatting():
+    assert ldf.fmt_bytes(4000) == "4.00 KB"
+    assert ldf.fmt_bytes(4096, binary=True) == "4.00 KiB"
+    assert ldf.fmt_bytes(512) == "512 B"
+    assert ldf.fmt_si(4.18e-3, "s") == "4.18 ms"
+    assert ldf.fmt_measured(41.2345, "GB/s") == "41.2 GB/s (measured)"
+    assert ldf.dtype_bytes("int4") == 0.5 and ldf.dtype_bits("bf16") == 16
+
+
+def test_sanitizer_masks_measured_format():
+    import configparser, pathlib, re
+    cp = configparser.ConfigParser()
+    cp.read(pathlib.Path(__file__).parent / "nbval_sanitize.cfg")
+    sec = cp["measured"]
+    out = re.sub(sec["regex"], sec["replace"], "read " + ldf.fmt_measured(41.2345, "GB/s") + " and "
+                 + ldf.fmt_measured(1.5e-5, "s"))
+    assert out == "read~MEASURED GB/s (measured) and~MEASURED s (measured)"
+
+
+def test_measure_helpers():
+    assert ldf.device("cpu").type == "cpu"
+    with pytest.raises(ValueError, match="device='tpu'"):
+        ldf.device("tpu")
+    assert ldf.time_fn(lambda: None, repeat=3) >= 0
+    with pytest.raises(ValueError, match="repeat=0"):
+        ldf.time_fn(lambda: None, repeat=0)
+    assert "CPU" in ldf.describe_device(ldf.device("cpu"))

@@ -1,0 +1,110 @@
+"""Chapter 00 ledger/tiers and chapter 01 loading: exact bytes, real files."""
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+
+import llm_dataflow as ldf
+
+
+def test_ledger_llama2_by_hand():
+    cfg = ldf.model_config("Llama-2-7B")
+    rows = ldf.request_ledger(cfg, prompt_len=512, output_len=128)
+    by = {(r.phase, r.item): r for r in rows}
+    wb = 6_738_415_616 * 2
+    assert by[("decode", "weights (once per step)")].total == 127 * wb          # 127 decode steps
+    kv_tok = 32 * 32 * 128 * 2 * 2                                               # L × H_kv × d_h × (K,V) × 2 B
+    assert kv_tok == 524_288
+    assert by[("prefill", "KV written")].total == 512 * kv_tok
+    # decode step i reads 512 + i − 1 tokens of history, i = 1..127
+    assert by[("decode", "KV history read (all steps)")].total == sum(512 + i - 1 for i in range(1, 128)) * kv_tok
+    assert by[("prefill", "prompt token IDs")].total == 512 * 4                  # INT32 IDs
+    totals = ldf.movement_totals(rows)
+    assert totals["GPU↔GPU"] == 0 and sum(totals.values()) == sum(r.total for r in rows)
+
+
+def test_ledger_bad_input():
+    cfg = ldf.model_config("tiny-llama")
+    with pytest.raises(ValueError, match="prompt_len=0"):
+        ldf.request_ledger(cfg, 0, 4)
+    with pytest.raises(ValueError, match="id_dtype='int8'"):
+        ldf.request_ledger(cfg, 4, 4, id_dtype="int8")
+
+
+def test_memory_tiers_h100():
+    tiers = {t.tier: t for t in ldf.memory_tiers("H100-SXM")}
+    assert tiers["HBM"].bandwidth == 3.35e12 and tiers["HBM"].capacity_bytes == 80e9
+    # 128 B/clock/SM × 132 SMs × 1.98 GHz
+    assert tiers["shared memory / L1"].bandwidth == pytest.approx(128 * 132 * 1.98e9)
+    assert "TMEM" in {t.tier for t in ldf.memory_tiers("B200")}
+    assert "TMEM" not in tiers
+
+
+def test_minilm_header_by_hand_matches_safe_open():
+    path = ldf.minilm_checkpoint()
+    n, tensors, meta = ldf.read_safetensors_header(path)
+    raw = path.read_bytes()[:8]
+    assert n == int.from_bytes(raw, "little")
+    with safe_open(path, framework="pt") as f:
+        assert set(f.keys()) == set(tensors)
+        for name in ("embeddings.word_embeddings.weight", "encoder.layer.0.attention.self.query.weight"):
+            t = f.get_tensor(name)
+            assert list(t.shape) == tensors[name]["shape"]
+            b, e = tensors[name]["data_offsets"]
+            assert e - b == t.numel() * t.element_size()
+    last_end = max(i["data_offsets"][1] for i in tensors.values())
+    assert 8 + n + last_end == path.stat().st_size
+
+
+def test_lazy_read_touches_only_its_pages():
+    path = ldf.minilm_checkpoint()
+    name = "embeddings.word_embeddings.weight"
+    r = ldf.read_rows_lazily(path, name, slice(1000, 1010))
+    with safe_open(path, framework="pt") as f:
+        ref = f.get_slice(name)[1000:1010]
+    torch.testing.assert_close(r.tensor, ref, rtol=0, atol=0)
+    assert r.bytes_requested == 10 * 384 * 4
+    assert r.pages_resident_after - r.pages_resident_before <= r.pages_expected
+    with pytest.raises(ValueError, match="name='nope'"):
+        ldf.read_rows_lazily(path, "nope", slice(0, 1))
+
+
+def test_sharded_roundtrip(tmp_path):
+    torch.manual_seed(0)
+    cfg = ldf.model_config("tiny-llama")
+    sd = {t.name: torch.randn(t.shape) for t in ldf.tensor_specs(cfg)}
+    total = sum(v.numel() * 4 for v in sd.values())
+    paths = ldf.write_sharded_checkpoint(sd, tmp_path, max_shard_bytes=total // 3)
+    assert len(paths) >= 3 and paths[0].name.startswith("model-00001-of-")
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == total and set(index["weight_map"]) == set(sd)
+    loaded, shards = ldf.load_sharded_checkpoint(tmp_path, dtype=torch.bfloat16)
+    assert set(loaded) == set(sd) and all(v.dtype == torch.bfloat16 for v in loaded.values())
+    torch.testing.assert_close(loaded["lm_head.weight"], sd["lm_head.weight"].to(torch.bfloat16))
+    info = ldf.inspect_checkpoint(tmp_path)
+    assert info["params"] == ldf.param_count(cfg) and info["tensor_bytes"] == total
+    with pytest.raises(ValueError, match="max_shard_bytes=0"):
+        ldf.write_sharded_checkpoint(sd, tmp_path, 0)
+
+
+def test_capacity_and_env(monkeypatch, tmp_path):
+    row = ldf.capacity("Llama-2-7B", "bf16")
+    assert row["weight bytes"] == 13_476_831_232 and row["GB (1e9)"] == 13.48 and row["GiB (2^30)"] == 12.55
+    with pytest.raises(ValueError, match="fmt='fp12'"):
+        ldf.capacity("Llama-2-7B", "fp12")
+    monkeypatch.delenv("LDF_CHECKPOINT_DIR", raising=False)
+    assert ldf.checkpoint_dir_from_env() is None
+    monkeypatch.setenv("LDF_CHECKPOINT_DIR", str(tmp_path))
+    assert ldf.checkpoint_dir_from_env() == tmp_path
+    monkeypatch.setenv("LDF_CHECKPOINT_DIR", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="LDF_CHECKPOINT_DIR"):
+        ldf.checkpoint_dir_from_env()
+
+
+def test_measure_load_path_runs():
+    hops = ldf.measure_load_path(ldf.minilm_checkpoint(), memory_bandwidth=10e9)
+    assert [h.hop.split(" (")[0] for h in hops][:3] == ["storage → page cache", "page cache → CPU tensors",
+                                                        "dtype conversion → bfloat16"]
+    assert all(h.seconds and h.seconds > 0 for h in hops[:3])
+    assert hops[-1].seconds is None and hops[-1].model_bandwidth > 0

@@ -1,0 +1,113 @@
+"""Tests for llm_dataflow.memory: cache-size parsing, the sweep's bookkeeping, tier grouping.
+
+Bandwidth values depend on the machine and its load, so only their structure is tested here."""
+import json
+
+import pytest
+import torch
+
+import llm_dataflow as ldf
+from llm_dataflow.memory import (CacheLevel, MountainPoint, cache_levels, memory_mountain,
+                                 mountain_sizes, parse_cache_size, parse_lscpu_caches, tier_bandwidth)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("32K", 32 * 1024), ("1024K", 2**20), ("32M", 32 * 2**20), ("1 MiB", 2**20), ("512", 512),
+    ("48 KiB", 48 * 1024),
+])
+def test_parse_cache_size(text, expected):
+    assert parse_cache_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "big", "-3K", "K32"])
+def test_parse_cache_size_bad(bad):
+    with pytest.raises(ValueError, match="cache size"):
+        parse_cache_size(bad)
+
+
+def test_sysfs_tree(tmp_path):
+    for i, (lvl, typ, size, shared) in enumerate([(1, "Data", "48K", "0"), (1, "Instruction", "32K", "0"),
+                                                  (2, "Unified", "2048K", "0"), (3, "Unified", "36864K", "0-7")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{lvl}\n")
+        (d / "type").write_text(f"{typ}\n")
+        (d / "size").write_text(f"{size}\n")
+        (d / "shared_cpu_list").write_text(f"{shared}\n")
+    cs = cache_levels(tmp_path)
+    assert [c.name for c in cs] == ["L1d", "L1i", "L2", "L3"]
+    assert cs[0].size_bytes == 48 * 1024 and cs[3].size_bytes == 36 * 2**20
+    assert cs[3].shared_cpu_list == "0-7" and cs[0].source == "sysfs"
+
+
+def test_lscpu_json():
+    text = json.dumps({"caches": [
+        {"name": "L1d", "one-size": "32K", "all-size": "64K", "type": "Data", "level": 1},
+        {"name": "L3", "one-size": "32M", "all-size": "32M", "type": "Unified", "level": 3}]})
+    cs = parse_lscpu_caches(text)
+    assert [(c.name, c.size_bytes, c.source) for c in cs] == [("L1d", 32768, "lscpu"), ("L3", 2**25, "lscpu")]
+    with pytest.raises(ValueError, match="lscpu"):
+        parse_lscpu_caches("not json")
+
+
+def test_this_machine_reports_caches():
+    cs = cache_levels()
+    # Linux with sysfs (the book's CI) reports at least an L1 data cache; elsewhere [] is allowed
+    assert cs == [] or any(c.name == "L1d" and c.size_bytes >= 4096 for c in cs)
+
+
+def test_mountain_sizes():
+    s = mountain_sizes(4096, 65536, per_octave=2)
+    assert s[0] == 4096 and s[-1] == 65536 and len(s) == 9
+    assert all(x % 64 == 0 for x in s) and s == sorted(s)
+    with pytest.raises(ValueError, match="hi"):
+        mountain_sizes(4096, 1024)
+
+
+def test_memory_mountain_small_sweep():
+    threads = torch.get_num_threads()
+    pts = memory_mountain([4096, 65536], ops=("read", "copy"), dev="cpu", target_bytes=2**20, repeat=3,
+                          show_progress=False)
+    assert torch.get_num_threads() == threads          # restored
+    assert [(p.op, p.working_set_bytes) for p in pts] == [("read", 4096), ("read", 65536),
+                                                          ("copy", 4096), ("copy", 65536)]
+    r = pts[0]
+    assert r.bytes_moved == 256 * 4096                 # 2**20 / 4096 = 256 re-reads of 1024 fp32
+    assert pts[2].bytes_moved == 256 * 2 * 2048        # 256 copies of 512 fp32 (2 KiB): read + write
+    for p in pts:
+        lo, hi = p.bandwidth_range
+        assert 0 < lo <= p.bandwidth <= hi and p.device == "cpu"
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(ops=("write",)), "ops"), (dict(sizes=[32]), "sizes"), (dict(repeat=0), "repeat"),
+    (dict(threads=0), "threads"),
+])
+def test_memory_mountain_bad_input(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        memory_mountain(dev="cpu", show_progress=False, **kwargs)
+
+
+def test_tier_bandwidth_grouping():
+    caches = [CacheLevel("L1d", 1, "Data", 32768, "0", "sysfs"),
+              CacheLevel("L1i", 1, "Instruction", 32768, "0", "sysfs"),
+              CacheLevel("L2", 2, "Unified", 2**20, "0", "sysfs")]
+    def pt(size, bw):
+        return MountainPoint("read", size, int(bw), 1.0, 1.0, 1.0, "cpu")
+    pts = [pt(4096, 100), pt(16384, 120), pt(32768, 7), pt(65536, 50), pt(2**19, 60), pt(2**21, 1),
+           pt(2**22, 10), pt(2**23, 20)]
+    tb = tier_bandwidth(pts, caches)
+    # L1d: sizes <= 16 KiB; L2: (32 KiB, 512 KiB]; DRAM: >= 4 MiB; transitions left out
+    assert tb == {"L1d": 110, "L2": 55, "DRAM": 15}
+    with pytest.raises(ValueError, match="op"):
+        tier_bandwidth(pts, caches, op="write")
+
+
+def test_call_overhead_positive():
+    assert 0 < ldf.call_overhead("cpu", repeat=20) < 1e-2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_memory_mountain_cuda():
+    pts = memory_mountain([2**20, 2**28], ops=("read",), dev="cuda", repeat=3, show_progress=False)
+    assert all(p.device == "cuda" and p.bandwidth > 0 for p in pts)

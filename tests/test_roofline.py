@@ -1,0 +1,215 @@
+"""Tests for chapter 05: roofline bounds (hand arithmetic), measured roofline, decode loop."""
+import math
+
+import pytest
+import torch
+
+import llm_dataflow as ldf
+from llm_dataflow import roofline as rl
+
+H100 = "H100-SXM"
+LLAMA2 = ldf.model_config("Llama-2-7B")
+
+
+# --- the seed's numbers -------------------------------------------------------------------------
+def test_seed_7b_bf16_on_h100():
+    # 7e9 params × 2 B (BF16) = 14 GB read per step; H100 SXM HBM3: 3.35 TB/s
+    t = ldf.decode_step_lower_bound(7e9, H100)
+    assert t == pytest.approx(14e9 / 3.35e12, rel=1e-12)
+    assert t == pytest.approx(4.179e-3, abs=1e-6)          # ≈ 4.18 ms
+    assert round(1 / t) == 239                              # ≈ 239 steps/s
+    b = ldf.decode_step_bounds(7e9, H100)
+    assert b.bound == "memory"
+    assert b.nbytes == 14e9
+    assert b.flops == 2 * 7e9                               # 2 FLOPs per weight per token
+    assert b.compute_s == pytest.approx(14e9 / 989.4e12)
+
+
+def test_seed_batch8_amortises_weights():
+    # batch 8 reads the 14 GB once for 8 positions: 14 / 8 = 1.75 GB per token
+    b = ldf.decode_step_bounds(7e9, H100, batch=8)
+    assert b.bytes_per_token == pytest.approx(1.75e9)
+    assert b.memory_s == pytest.approx(14e9 / 3.35e12)     # same step time as batch 1
+    assert b.tokens_per_s == pytest.approx(8 * 3.35e12 / 14e9)
+
+
+def test_llama2_7b_bf16_h100_weights_only():
+    # Llama-2-7B: 6,738,415,616 params (config.json shapes) × 2 B = 13,476,831,232 B
+    n = 6_738_415_616
+    assert ldf.param_count(LLAMA2) == n
+    assert ldf.decode_weight_bytes(LLAMA2, 1, "bf16") == 2 * n
+    assert 2 * n / 3.35e12 == pytest.approx(4.0229e-3, abs=1e-7)  # weights only: ≈ 4.02 ms
+    t = ldf.decode_step_lower_bound(LLAMA2, H100, batch=1, context_len=0)
+    # the bound adds the new token's K/V write: 32 layers × 2 × 32 heads × 128 × 2 B = 524,288 B
+    assert t == pytest.approx((2 * n + 524_288) / 3.35e12, rel=1e-12)
+    assert t == pytest.approx(4.02e-3, abs=5e-6)            # ≈ 4.02 ms
+    b = ldf.decode_step_bounds(LLAMA2, H100)
+    # the one new K/V token is written: 32 layers × 2 × 32 heads × 128 × 2 B = 524,288 B
+    assert b.nbytes == 2 * n + 524_288
+    assert b.bound == "memory"
+    # FLOPs: matmul weights exclude the 32000×4096 embedding gather; attention over 1 key:
+    # 32 layers × 2 × 32 heads × (128 + 128) × 1
+    matmul = n - 32000 * 4096 - (32 * 2 + 1) * 4096          # minus embedding and the norm weights
+    assert ldf.matmul_params(LLAMA2) == matmul
+    assert b.flops == 2 * matmul + 32 * 2 * 32 * 256 * 1
+
+
+def test_llama2_kv_term_at_context():
+    # KV per token: 32 × 2 × 32 × 128 × 2 B = 524,288 B; 4096 tokens → 2 GiB per sequence
+    kv_tok = 32 * 2 * 32 * 128 * 2
+    b = ldf.decode_step_bounds(LLAMA2, H100, batch=2, context_len=4096)
+    assert b.nbytes == 2 * 6_738_415_616 + 2 * 4096 * kv_tok + 2 * kv_tok
+    assert b.flops == 2 * (2 * ldf.matmul_params(LLAMA2) + 32 * 2 * 32 * 256 * 4097)
+
+
+def test_embedding_rows_counts_gathered_rows():
+    full = ldf.decode_weight_bytes(LLAMA2, 1, "bf16")
+    rows = ldf.decode_weight_bytes(LLAMA2, 1, "bf16", embedding="rows")
+    assert full - rows == (32000 - 1) * 4096 * 2
+
+
+def test_critical_batch_weights_only():
+    # B* = bytes per weight × F / (2 · BW) = 2 × 989.4e12 / (2 × 3.35e12) = 295.3 → 296
+    assert ldf.critical_batch(7e9, H100) == 296
+    assert ldf.decode_step_bounds(7e9, H100, batch=295).bound == "memory"
+    assert ldf.decode_step_bounds(7e9, H100, batch=296).bound == "compute"
+    # FP8 on H100: 1 B per weight, 1978.9e12 FLOP/s → 1978.9 / (2 × 3.35) = 295.4 → 296
+    assert ldf.critical_batch(7e9, H100, dtype="fp8") == 296
+
+
+def test_critical_batch_never_with_long_mha_context():
+    # MHA at 4096 tokens: each sequence adds 2 GiB of KV reads but only ~15.6 GFLOP, so the
+    # memory term grows faster than the compute term: decode never turns compute-bound.
+    assert ldf.critical_batch(LLAMA2, H100, context_len=4096, max_batch=4096) == math.inf
+
+
+def test_prefill_flops_hand_count_tiny():
+    cfg = ldf.model_config("tiny-llama")   # L=2, D=64, H=4, H_kv=2, d_h=16, F=160, V=256
+    per_layer = 64 * 64 + 2 * (32 * 64) + 64 * 64 + 3 * 64 * 160  # q, k, v, o, gate/up/down
+    T = 10
+    attn = 2 * (2 * 4 * (16 + 16) * (T * (T + 1) // 2))             # 2 layers, causal Σt
+    head = 256 * 64
+    assert rl.prefill_flops(cfg, T) == 2 * 2 * per_layer * T + 2 * head + attn
+    assert rl.prefill_flops(cfg, T, all_logits=True) == 2 * 2 * per_layer * T + 2 * head * T + attn
+    assert rl.prefill_flops(cfg, T, batch=3) == 3 * rl.prefill_flops(cfg, T)
+
+
+def test_prefill_bound_is_compute_bound_for_long_prompts():
+    b = ldf.prefill_bounds(LLAMA2, H100, 2048)
+    assert b.bound == "compute"
+    assert ldf.prefill_lower_bound(LLAMA2, H100, 2048) == b.compute_s
+    # bytes: weights once + KV written for 2048 positions
+    assert b.nbytes == 2 * 6_738_415_616 + 2048 * 32 * 2 * 32 * 128 * 2
+    assert ldf.prefill_bounds(LLAMA2, H100, 1).bound == "memory"
+
+
+def test_sliding_window_attention_flops():
+    cfg = ldf.model_config("tiny-llama").replace(sliding_window=4)
+    # every layer sliding: query t attends min(t, 4) keys; T = 6 → 1+2+3+4+4+4 = 18
+    assert rl._causal_attention_flops(cfg, 6) == 2 * (2 * 4 * 32 * 18)
+    assert ldf.attention_flops_per_token(cfg, 100) == 2 * (2 * 4 * 32 * 4)
+
+
+def test_moe_weight_bytes_batch1_reads_k_experts():
+    cfg = ldf.model_config("tiny-moe")  # E = 8, k = 2, one shared expert, moe_d_ff = 64
+    one_expert = 3 * 64 * 64 * 2        # gate, up, down [64, 64] in BF16
+    b1 = ldf.decode_weight_bytes(cfg, 1, "bf16")
+    all_weights = ldf.weight_bytes(cfg, "bf16")
+    assert b1 == pytest.approx(all_weights - 2 * (8 - 2) * one_expert)   # 2 layers, 6 idle experts
+    big = ldf.decode_weight_bytes(cfg, 4096, "bf16")
+    assert big == pytest.approx(all_weights)                            # every expert touched
+
+
+@pytest.mark.parametrize("kw", [dict(batch=0), dict(batch=-1), dict(context_len=-1), dict(batch=1.5),
+                                dict(dtype="bf17")])
+def test_bad_input_raises(kw):
+    with pytest.raises(ValueError):
+        ldf.decode_step_lower_bound(LLAMA2, H100, **kw)
+
+
+def test_bad_input_prefill_and_hw():
+    with pytest.raises(ValueError, match="prompt_len"):
+        ldf.prefill_lower_bound(LLAMA2, H100, 0)
+    with pytest.raises(ValueError, match="batch"):
+        ldf.prefill_lower_bound(LLAMA2, H100, 8, batch=0)
+    with pytest.raises(ValueError, match="hardware"):
+        ldf.decode_step_lower_bound(LLAMA2, "H300")
+    with pytest.raises(ValueError, match="context_len"):
+        ldf.decode_step_lower_bound(7e9, H100, context_len=10)   # bare count: no KV shape
+    with pytest.raises(ValueError, match="dtype"):
+        ldf.decode_step_lower_bound(LLAMA2, "A100-80GB-SXM", dtype="fp8")  # A100: no FP8 peak
+    with pytest.raises(ValueError, match="embedding"):
+        ldf.decode_weight_bytes(LLAMA2, 1, embedding="none")
+
+
+def test_calculators():
+    r = ldf.decode_calculator("Llama-2-7B", "H100-SXM", "bf16", 1, 0)
+    assert r["binds"] == "memory"
+    assert r["decode step ≥ (ms)"] == pytest.approx(2 * 6_738_415_616 / 3.35e12 * 1e3, rel=1e-3)
+    # A100 has no FP8 peak: the calculator computes in BF16 and says so
+    assert ldf.decode_calculator("Llama-3-8B", "A100-80GB-SXM", "fp8", 8, 1024)["compute dtype"] == "bf16"
+    b1 = ldf.batch_calculator("Llama-2-7B", "H100-SXM", 1)
+    b8 = ldf.batch_calculator("Llama-2-7B", "H100-SXM", 8)
+    assert b8["weights' share of a token (GB)"] == pytest.approx(b1["weights' share of a token (GB)"] / 8)
+
+
+# --- measured roofline -------------------------------------------------------------------------
+def test_measured_roofline_small():
+    cpu = torch.device("cpu")
+    bw = ldf.stream_bandwidth("copy", nbytes=4 * 2**20, dev=cpu, repeat=2)
+    tri = ldf.stream_bandwidth("triad", nbytes=4 * 2**20, dev=cpu, repeat=2)
+    f = ldf.matmul_flops("fp32", n=128, dev=cpu, repeat=2)
+    assert bw > 1e8 and tri > 1e8 and f > 1e7
+    roof = ldf.MeasuredRoofline("test", 10e9, {"fp32": 100e9})
+    assert roof.ridge("fp32") == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="bf16"):
+        roof.flops("bf16")
+    # a measured roofline works wherever a HardwareSpec does
+    assert ldf.decode_step_lower_bound(1e6, roof, dtype="fp32") == pytest.approx(4e6 / 10e9)
+    with pytest.raises(ValueError, match="kind"):
+        ldf.stream_bandwidth("scale")
+
+
+# --- the decode loop ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    cfg = ldf.model_config("tiny-llama")
+    return cfg, ldf.Decoder(cfg)
+
+
+def test_greedy_decode_matches_reference_generate(tiny):
+    cfg, m = tiny
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, cfg.vocab_size, (3, 7), generator=g)   # irregular batch and length
+    run = ldf.greedy_decode(m, ids, 9)
+    torch.testing.assert_close(run.tokens, m.generate(ids, 9, use_cache=False))
+    assert run.n_steps == 8 and run.decode_s > 0 and run.prefill_s > 0
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        ldf.greedy_decode(m, ids, 0)
+
+
+def test_decode_bandwidth_fields(tiny):
+    cfg, m = tiny
+    r = ldf.decode_bandwidth(m, cfg, prompt_len=5, n_new=4, repeat=1, peak_bandwidth=1e10)
+    assert r.model_bytes == ldf.weight_bytes(cfg, "fp32")
+    # step 1..3 read prompt_len + i cached positions: the mean context is 5 + 1 = 6
+    assert r.bytes_per_step == ldf.decode_step_bytes(cfg, 1, 6, "fp32", embedding="rows")
+    assert r.achieved_bandwidth == pytest.approx(r.bytes_per_step * r.steps_per_s)
+    assert r.fraction == pytest.approx(r.achieved_bandwidth / 1e10)
+
+
+def test_hf_peer_generates_the_same_tokens(tiny):
+    pytest.importorskip("transformers")
+    cfg, m = tiny
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, cfg.vocab_size, (1, 6), generator=g)
+    toks, per_token = ldf.hf_greedy_decode(m, cfg, ids, 5, repeat=1)
+    torch.testing.assert_close(toks, ldf.greedy_decode(m, ids, 5).tokens)
+    assert per_token > 0
+
+
+def test_time_points(tiny):
+    cfg, m = tiny
+    assert ldf.time_prefill(m, cfg, 9, batch=2, repeat=1) > 0
+    assert ldf.time_decode_step(m, cfg, batch=3, context_len=5, repeat=2) > 0

@@ -1,0 +1,131 @@
+"""The built web book is self-contained: no page loads a script, stylesheet, font or image from
+another host, and every local asset a page references exists.
+
+Needs the built site (``bash tools/build_book.sh`` → ``_build/html``; ``LDF_SITE_DIR`` points
+elsewhere).  Skipped when the site is absent, unless ``LDF_REQUIRE_SITE`` is set (CI sets it after
+building), in which case a missing site fails.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+bs4 = pytest.importorskip("bs4")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
+# Folders of the site that hold libraries and theme files rather than pages.
+NOT_PAGES = ("_vendor", "_static", "_sources", "_images")
+
+
+def _site() -> pathlib.Path:
+    if not (SITE / "index.html").is_file():
+        if os.environ.get("LDF_REQUIRE_SITE"):
+            pytest.fail(f"LDF_REQUIRE_SITE is set but {SITE}/index.html does not exist; "
+                        "build with `bash tools/build_book.sh` first")
+        pytest.skip(f"no built site at {SITE} (build with `bash tools/build_book.sh`)")
+    return SITE
+
+
+def pages(site: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in site.rglob("*.html")
+                  if p.relative_to(site).parts[0] not in NOT_PAGES)
+
+
+def is_external(url: str) -> bool:
+    """True for a URL that reaches another host (http, https, protocol-relative //host)."""
+    u = url.strip()
+    return bool(re.match(r"^(https?:)?//", u, re.I))
+
+
+def loaded_urls(html: str) -> list[tuple[str, str]]:
+    """(kind, url) of everything the page loads when opened (not links the reader may click)."""
+    soup = bs4.BeautifulSoup(html, "html.parser")
+    out = []
+    for s in soup.find_all("script", src=True):
+        out.append(("script", s["src"]))
+    for link in soup.find_all("link", href=True):
+        rel = {r.lower() for r in (link.get("rel") or [])}
+        if rel & {"stylesheet", "preload", "modulepreload", "icon", "shortcut", "apple-touch-icon", "prefetch"}:
+            out.append(("link " + " ".join(sorted(rel)), link["href"]))
+    for tag in soup.find_all(["img", "iframe", "source", "video", "audio", "embed", "input"], src=True):
+        out.append((tag.name, tag["src"]))
+    for tag in soup.find_all("object", data=True):
+        out.append(("object", tag["data"]))
+    for style in soup.find_all("style"):
+        for m in re.finditer(r"url\(\s*['\"]?([^'\")]+)|@import\s+['\"]([^'\"]+)", style.get_text()):
+            out.append(("style", m.group(1) or m.group(2)))
+    for tag in soup.find_all(style=True):
+        for m in re.finditer(r"url\(\s*['\"]?([^'\")]+)", tag["style"]):
+            out.append(("style attr", m.group(1)))
+    return out
+
+
+def test_site_exists_and_has_pages():
+    site = _site()
+    assert (site / "_vendor").is_dir() or os.environ.get("LDF_ALLOW_CDN"), (
+        "the site has no _vendor/ folder: it was built without npm and loads libraries from CDNs "
+        "(set LDF_ALLOW_CDN=1 to accept that)")
+    assert len(pages(site)) >= 2
+
+
+def test_no_page_loads_anything_from_another_host():
+    site = _site()
+    if not (site / "_vendor").is_dir() and os.environ.get("LDF_ALLOW_CDN"):
+        pytest.skip("site built with CDN fallback (LDF_ALLOW_CDN set)")
+    bad = []
+    for page in pages(site):
+        for kind, url in loaded_urls(page.read_text(encoding="utf-8")):
+            if is_external(url):
+                bad.append(f"{page.relative_to(site)}: {kind} {url}")
+    assert not bad, "pages load from other hosts:\n" + "\n".join(bad)
+
+
+def test_local_assets_of_every_page_exist():
+    site = _site()
+    missing = []
+    for page in pages(site):
+        for kind, url in loaded_urls(page.read_text(encoding="utf-8")):
+            if is_external(url) or url.startswith(("data:", "blob:", "#", "javascript:")):
+                continue
+            path = unquote(urlsplit(url).path)
+            if not path:
+                continue
+            target = (page.parent / path).resolve() if not path.startswith("/") else site / path.lstrip("/")
+            if not target.exists():
+                missing.append(f"{page.relative_to(site)}: {kind} {url}")
+    assert not missing, "pages reference missing local files:\n" + "\n".join(missing)
+
+
+def test_stylesheets_fetch_nothing_from_another_host():
+    site = _site()
+    bad = []
+    for css in site.rglob("*.css"):
+        text = css.read_text(encoding="utf-8", errors="replace")
+        for m in re.finditer(r"@import\s+(?:url\()?\s*['\"]?((?:https?:)?//[^'\")\s]+)"
+                             r"|url\(\s*['\"]?((?:https?:)?//[^'\")\s]+)", text):
+            bad.append(f"{css.relative_to(site)}: {m.group(1) or m.group(2)}")
+    assert not bad, "stylesheets fetch from other hosts:\n" + "\n".join(bad)
+
+
+def test_widget_and_math_libraries_are_local():
+    """Pages with embedded widgets load require.js and embed-amd.js from _vendor/; MathJax too."""
+    site = _site()
+    if not (site / "_vendor").is_dir():
+        pytest.skip("site built with CDN fallback")
+    seen_widgets = seen_math = 0
+    for page in pages(site):
+        html = page.read_text(encoding="utf-8")
+        srcs = [urlsplit(u).path for k, u in loaded_urls(html) if k == "script"]
+        if "application/vnd.jupyter.widget-state+json" in html:
+            seen_widgets += 1
+            assert any(s.endswith("_vendor/require.js") for s in srcs), page
+            assert any(s.endswith("_vendor/html-manager/embed-amd.js") for s in srcs), page
+        if any("mathjax" in s.lower() for s in srcs):
+            seen_math += 1
+            assert any("_vendor/mathjax/" in s for s in srcs), page
+    assert seen_math >= 1, "no page loads MathJax; expected math in the book"

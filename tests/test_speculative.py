@@ -1,0 +1,88 @@
+"""Tests of llm_dataflow.speculative: the Leviathan et al. formula and greedy equivalence."""
+import math
+import random
+
+import pytest
+import torch
+
+import llm_dataflow as ldf
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: thread start-up costs more than the work
+    yield
+    torch.set_num_threads(n)
+
+
+def test_formula_values_and_limits():
+    assert ldf.expected_tokens_per_step(0.0, 4) == 1.0
+    assert ldf.expected_tokens_per_step(1.0, 4) == 5.0  # α → 1: γ + 1
+    assert ldf.expected_tokens_per_step(0.5, 2) == pytest.approx(1.75)  # 1 + 0.5 + 0.25
+    assert ldf.expected_tokens_per_step(1 - 1e-9, 3) == pytest.approx(4.0, rel=1e-6)
+    assert ldf.speculative_speedup(0.8, 4, 0.0) == pytest.approx(ldf.expected_tokens_per_step(0.8, 4))
+    assert ldf.speculative_speedup(0.0, 3, 0.1) < 1  # nothing accepted: the draft is pure cost
+    g, s = ldf.best_gamma(0.8, 0.05)
+    assert s == max(ldf.speculative_speedup(0.8, k, 0.05) for k in range(1, 17))
+
+
+def test_formula_matches_bernoulli_simulation():
+    rng = random.Random(0)
+    alpha, gamma, n = 0.7, 4, 20000
+    total = 0
+    for _ in range(n):
+        k = 0
+        while k < gamma and rng.random() < alpha:
+            k += 1
+        total += k + 1
+    assert total / n == pytest.approx(ldf.expected_tokens_per_step(alpha, gamma), rel=0.02)
+
+
+@pytest.mark.parametrize("alpha,gamma", [(-0.1, 2), (1.1, 2), (math.nan, 2), (0.5, 0), (0.5, 1.5), (0.5, True)])
+def test_bad_input(alpha, gamma):
+    with pytest.raises(ValueError):
+        ldf.expected_tokens_per_step(alpha, gamma)
+
+
+def test_bad_generate_input():
+    target, draft = ldf.make_speculative_pair(0.0)
+    with pytest.raises(ValueError, match="gamma"):
+        ldf.speculative_generate(target, draft, torch.zeros(1, 3, dtype=torch.long), 4, gamma=0)
+    with pytest.raises(ValueError, match=r"\[1, T\]"):
+        ldf.speculative_generate(target, draft, torch.zeros(2, 3, dtype=torch.long), 4)
+    with pytest.raises(ValueError, match="cost_ratio"):
+        ldf.speculative_speedup(0.5, 2, -1.0)
+
+
+@pytest.mark.parametrize("noise,gamma", [(0.0, 4), (0.6, 3), (0.6, 1), (3.0, 2)])
+def test_speculative_equals_target_greedy(noise, gamma):
+    target, draft = ldf.make_speculative_pair(noise, seed=1)
+    ids = torch.randint(0, 256, (1, 7), generator=torch.Generator().manual_seed(2))
+    out, st = ldf.speculative_generate(target, draft, ids, 25, gamma)
+    assert torch.equal(out, target.generate(ids, 25))
+    assert all(0 <= n <= gamma for n in st.accepted)
+    assert 1 + sum(n + 1 for n in st.accepted) >= 25  # prefill token + n_i + 1 per step
+    assert st.target_forwards == st.steps + 1
+    assert 0.0 <= st.alpha <= 1.0 and 1.0 <= st.tokens_per_step <= gamma + 1
+
+
+def test_noise_controls_acceptance():
+    ids = torch.randint(0, 256, (1, 7), generator=torch.Generator().manual_seed(3))
+    alphas = []
+    for noise in (0.0, 3.0):
+        target, draft = ldf.make_speculative_pair(noise, seed=0)
+        alphas.append(ldf.speculative_generate(target, draft, ids, 20, 3)[1].alpha)
+    assert alphas[0] > 0.9 and alphas[1] < alphas[0]
+
+
+def test_target_contains_draft():
+    target, draft = ldf.make_speculative_pair(0.0, seed=4)
+    assert target.cfg.name == "tiny-llama" and draft.cfg.name == "tiny-draft"
+    ids = torch.randint(0, 256, (1, 16), generator=torch.Generator().manual_seed(5))
+    agree = (target(ids).argmax(-1) == draft(ids).argmax(-1)).float().mean()
+    assert agree >= 0.9  # equal but for the RMSNorm ε mismatch
+    with pytest.raises(ValueError, match="noise"):
+        ldf.build_target_from_draft(draft, "tiny-llama", noise=-1.0)
+    with pytest.raises(ValueError):
+        ldf.build_target_from_draft(target, "tiny-draft")  # target smaller than the draft

@@ -1,0 +1,83 @@
+"""Chapter 02: real tokenizers, the chat template, ID bytes and the embedding gather."""
+import pytest
+import torch
+
+import llm_dataflow as ldf
+
+
+def test_minilm_wordpiece_special_ids():
+    tok = ldf.minilm_tokenizer()
+    enc = tok.encode("The KV cache grows.")
+    assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]"
+    assert enc.ids[0] == 101 and enc.ids[-1] == 102 and tok.get_vocab_size() == 30522
+    assert len(enc.ids) == 7  # no padding to 128
+
+
+def test_byte_bpe_roundtrip_and_specials():
+    tok = ldf.train_byte_bpe(vocab_size=400)
+    assert tok.get_vocab_size() == 400
+    for i, s in enumerate(ldf.LLAMA3_SPECIAL_TOKENS):
+        assert tok.token_to_id(s) == i
+    text = "We hold these truths — naïve 🙂 ünïcödé"
+    assert tok.decode(tok.encode(text).ids) == text          # byte-level: nothing is unknown
+    assert len(tok.encode("Four score and seven years ago").ids) < len("Four score and seven years ago")
+    with pytest.raises(ValueError, match="vocab_size=100"):
+        ldf.train_byte_bpe(vocab_size=100)
+    assert len(ldf.book_corpus().encode()) == 3115
+
+
+def test_chat_template_exact_string():
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": " Hi! "}]
+    text = ldf.render_chat(msgs)
+    assert text == ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                    "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+                    "<|start_header_id|>assistant<|end_header_id|>\n\n")
+    tok = ldf.train_byte_bpe()
+    _, ids = ldf.encode_chat(tok, msgs)
+    assert ids[0] == tok.token_to_id("<|begin_of_text|>") and ids.count(tok.token_to_id("<|eot_id|>")) == 2
+    with pytest.raises(ValueError, match="'tool'"):
+        ldf.render_chat([{"role": "tool", "content": "x"}])
+
+
+def test_ids_and_bytes():
+    assert ldf.id_bytes(1000, "int32") == 4000 and ldf.id_bytes(1000, "int64") == 8000
+    t = ldf.ids_tensor([[1, 2, 3], [4]], "int64")
+    assert t.dtype == torch.int64 and t.tolist() == [[1, 2, 3], [4, 0, 0]]
+    with pytest.raises(ValueError, match="does not fit int32"):
+        ldf.ids_tensor([2**31], "int32")
+    with pytest.raises(ValueError, match="dtype='int16'"):
+        ldf.id_bytes(3, "int16")
+
+
+def test_input_small_state_large():
+    ids_b, state_b = ldf.input_vs_state(1000, 4096)
+    assert ids_b == 1000 * 4 == 4_000                  # ≈ 4 KB of INT32 IDs
+    assert state_b == 1000 * 4096 * 2 == 8_192_000     # ≈ 8.2 MB of BF16 hidden states per layer
+
+
+@pytest.mark.parametrize("B,T,V,D", [(1, 1, 10, 4), (3, 17, 251, 33)])
+def test_gather_matches_nn_embedding(B, T, V, D):
+    g = torch.Generator().manual_seed(0)
+    table = torch.randn(V, D, generator=g)
+    ids = torch.randint(0, V, (B, T), generator=g, dtype=torch.int32)
+    torch.testing.assert_close(ldf.embedding_gather(ids, table), ldf.embedding_reference(ids, table))
+    b = ldf.gather_bytes(ids, table)
+    assert b["rows read"] == B * T * D * 4 and b["ids"] == B * T * 4 and b["table"] == V * D * 4
+    assert b["unique rows read"] == len(set(ids.flatten().tolist())) * D * 4
+
+
+def test_gather_bad_ids():
+    table = torch.zeros(5, 2)
+    with pytest.raises(ValueError, match="outside"):
+        ldf.embedding_gather(torch.tensor([[5]]), table)
+    with pytest.raises(ValueError, match="ids.dtype"):
+        ldf.embedding_gather(torch.tensor([[0.0]]), table)
+
+
+def test_embedding_calc():
+    out = ldf.embedding_calc("Llama-3-8B", 1000, 1)
+    assert out["token IDs (bytes)"] == 4000 and out["hidden states per layer (MB)"] == 8.192
+
+
+def test_h2d_on_cpu_is_none():
+    assert ldf.host_to_device_seconds(torch.zeros(4), "cpu", pinned=True) is None

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Build the web book into _build/html, with every script, stylesheet and font served by the site itself.
+#
+#   bash tools/build_book.sh            (from anywhere; the repository root is found from this file)
+#
+# 1. With npm: `npm ci` in web/ installs the pinned browser libraries of web/package-lock.json
+#    (require.js, @jupyter-widgets/html-manager, MathJax 3, Vega, Vega-Lite, vega-embed) and the
+#    files the pages need are copied to web/dist/_vendor/.  book/_ext/ldf_book.py finds them,
+#    adds web/dist to html_extra_path (copied to the site root as _vendor/, NOT under _static/,
+#    whose js/css Jupyter Book injects into every page) and points myst-nb and MathJax at them.
+# 2. Without npm (and without a previous web/dist/_vendor): the book still builds, with CDN URLs,
+#    and this script prints one warning line saying the pages will need the internet.
+# 3. jupyter-book build . --all -W --keep-going   (warnings fail the build).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+JB="${JUPYTER_BOOK:-}"
+if [ -z "$JB" ]; then
+  if [ -x "$ROOT/.venv/bin/jupyter-book" ]; then JB="$ROOT/.venv/bin/jupyter-book"; else JB="jupyter-book"; fi
+fi
+DIST="$ROOT/web/dist/_vendor"
+NM="$ROOT/web/node_modules"
+
+if command -v npm >/dev/null 2>&1; then
+  # --ignore-scripts: the packages are plain browser bundles; no install script is needed.
+  (cd "$ROOT/web" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  rm -rf "$ROOT/web/dist"
+  mkdir -p "$DIST/html-manager" "$DIST/vega" "$DIST/vega-lite" "$DIST/vega-embed"
+  cp "$NM/requirejs/require.js" "$DIST/require.js"
+  # embed-amd.js loads its webpack chunks' fonts (Font Awesome) relative to itself: copy them too.
+  find "$NM/@jupyter-widgets/html-manager/dist" -maxdepth 1 -type f \
+       \( -name 'embed-amd.js' -o -name '*.woff2' -o -name '*.woff' -o -name '*.ttf' -o -name '*.eot' -o -name '*.svg' \) \
+       -exec cp {} "$DIST/html-manager/" \;
+  # MathJax 3 loads components (TeX extensions, menu, a11y) relative to its own script: copy es5/.
+  cp -r "$NM/mathjax/es5" "$DIST/mathjax"
+  cp "$NM/vega/build/vega.min.js" "$DIST/vega/"
+  cp "$NM/vega-lite/build/vega-lite.min.js" "$DIST/vega-lite/"
+  cp "$NM/vega-embed/build/vega-embed.min.js" "$DIST/vega-embed/"
+  for p in requirejs @jupyter-widgets/html-manager mathjax vega vega-lite vega-embed; do
+    printf '%s %s\n' "$p" "$(node -p "require('$NM/$p/package.json').version" 2>/dev/null || echo '?')"
+  done > "$DIST/VERSIONS.txt"
+  unset LDF_ASSETS_WARNED
+elif [ -f "$DIST/require.js" ]; then
+  echo "build_book: npm not found; using the web assets already in web/dist/_vendor/"
+else
+  echo "WARNING: npm not found - the book is built with CDN URLs for require.js, ipywidgets, MathJax and Vega: its pages will need the internet to show widgets, math and calculators (install Node.js/npm and rerun for an offline site)."
+  export LDF_ASSETS_WARNED=1   # book/_ext/ldf_book.py then stays quiet: one warning line, not two.
+fi
+
+exec "$JB" build . --all -W --keep-going

@@ -40,17 +40,18 @@ def test_bad_input():
         ldf.collective_time("all_reduce", 10, 2, "NVLink9")
 
 
-def test_counted_bytes_and_ring_all_reduce_on_4_ranks():
-    numel = 1001  # not divisible by 4: uneven ring chunks of 251, 250, 250, 250 elements
-    res = ldf.run_distributed(ldf.demo_collectives, 4, numel, (4096,), 1, backend="gloo", timeout_s=180)
+def test_counted_bytes_and_ring_all_reduce_on_3_ranks():
+    numel = 1000  # not divisible by 3: uneven ring chunks of 334, 333, 333 elements
+    N = 3
+    res = ldf.run_distributed(ldf.demo_collectives, N, numel, (4096,), 1, backend="gloo", timeout_s=180)
     nb = numel * 4
-    chunks = [251, 250, 250, 250]
+    chunks = [334, 333, 333]
     for r, out in enumerate(res):
         # the ring all-reduce equals dist.all_reduce (assert_close inside every rank)
         assert out["ring_ok"] and out["ring_max_err"] < 1e-5
         assert out["handed"]["all_reduce"] == nb and out["handed"]["broadcast"] == nb
-        # rank r sends chunks r, r-1, r-2 (reduce-scatter) and r+1, r, r-1 (all-gather), mod 4
-        sent = sum(chunks[(r - s) % 4] for s in range(3)) + sum(chunks[(r + 1 - s) % 4] for s in range(3))
+        # rank r sends chunks r, r-1 (reduce-scatter) and r+1, r (all-gather), mod N
+        sent = sum(chunks[(r - s) % N] for s in range(N - 1)) + sum(chunks[(r + 1 - s) % N] for s in range(N - 1))
         assert out["ring_sent"] == sent * 4
-        assert out["ring_sent"] == pytest.approx(ldf.collective_bytes_per_rank("all_reduce", nb, 4), rel=0.01)
+        assert out["ring_sent"] == pytest.approx(ldf.collective_bytes_per_rank("all_reduce", nb, N), rel=0.01)
         assert out["times"][4096] > 0

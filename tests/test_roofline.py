@@ -153,6 +153,20 @@ def test_calculators():
     assert b8["weights' share of a token (GB)"] == pytest.approx(b1["weights' share of a token (GB)"] / 8)
 
 
+def test_exercise_numbers():
+    # chapter 05 exercise 1: 70e9 × 2 B = 140 GB over 4.8 TB/s = 29.17 ms, ≈ 34 steps/s
+    t = ldf.decode_step_lower_bound(70e9, "H200")
+    assert t == pytest.approx(140e9 / 4.8e12) and round(t * 1e3, 1) == 29.2 and round(1 / t) == 34
+    # exercise 3: Llama-3-8B weights (BF16) / KV bytes per token (32 × 2 × 8 × 128 × 2 = 131,072 B)
+    w = ldf.decode_weight_bytes("Llama-3-8B", 1, "bf16")
+    assert ldf.kv_bytes_per_token(ldf.model_config("Llama-3-8B"), "bf16") == 131_072
+    assert round(w / 1e9) == 16 and 122_000 < w / 131_072 < 123_000 and w / 131_072 / 64 < 2000
+    # exercise 4: prefill of 16 tokens is memory-bound at ≈ 15 FLOP/B; 1024 tokens compute-bound
+    b16 = ldf.prefill_bounds(LLAMA2, H100, 16)
+    assert b16.bound == "memory" and round(b16.intensity) == 15
+    assert ldf.prefill_bounds(LLAMA2, H100, 1024).bound == "compute"
+
+
 # --- measured roofline -------------------------------------------------------------------------
 def test_measured_roofline_small():
     cpu = torch.device("cpu")

@@ -24,11 +24,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from .config import ModelConfig
-from .model import Decoder, apply_rope, rms_norm, route
-from .units import require_nonnegative, require_positive
+from .config import ModelConfig, model_config, tensor_specs
+from .model import Decoder, _check_supported, apply_rope, rms_norm, route
+from .units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
-__all__ = ["op_ledger", "analytic_op_costs", "ledger_totals", "PHASES"]
+__all__ = ["op_ledger", "analytic_op_costs", "ledger_totals", "layer_costs", "PHASES"]
 
 PHASES = ("prefill", "decode")
 
@@ -81,6 +81,7 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
         ValueError: bad phase / sizes (named).
     """
     T, C = _shape_args(cfg, batch, seq_len, phase, context_len)
+    _check_supported(cfg)
     B, D, H, Hkv, dh, e = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, elem_bytes
     N, S = B * T, C + T
 
@@ -302,3 +303,33 @@ def ledger_totals(frame) -> dict:
     return {"flops": fl, "flops_counted": int(frame["flops_counted"].sum()), "bytes": by,
             "intensity": fl / by, "top_bytes": frame.loc[frame["bytes"].idxmax(), "op"],
             "top_flops": frame.loc[frame["flops_analytic"].idxmax(), "op"]}
+
+
+def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1, tokens: int = 1024,
+                dtype: str = "bf16") -> dict:
+    """Analytic FLOPs and bytes of one layer of a preset, for the chapter's calculator.
+
+    ``tokens`` is the prompt length T in prefill and the cached context C in decode (one new
+    token per row).  For MoE presets the layer is the first MoE layer, with ``min(E, N·k)``
+    experts assumed active.  Returns display strings and numbers: FLOPs, bytes, arithmetic
+    intensity (FLOP/B), the share of bytes that are weights, and the operators with most bytes
+    and most FLOPs (from :func:`analytic_op_costs`).
+
+    Raises:
+        ValueError: unknown preset or dtype, an unsupported architecture (MLA, GeGLU, …), bad sizes.
+    """
+    cfg = model_config(model)
+    check_dtype(dtype)
+    e = dtype_bits(dtype) // 8
+    layer = next((i for i in range(cfg.n_layers) if cfg.is_moe_layer(i)), 0)
+    seq = tokens if phase == "prefill" else 1
+    ctx = tokens if phase == "decode" else 0
+    c = analytic_op_costs(cfg, batch, seq, phase, ctx, e, layer)
+    fl = sum(v[0] for v in c.values())
+    by = sum(v[1] for v in c.values())
+    w = sum(t.numel for t in tensor_specs(cfg) if t.layer == layer and
+            (t.expert is None or t.expert < min(cfg.n_routed_experts, batch * seq * cfg.n_experts_per_token))) * e
+    return {"FLOPs per layer": fmt_si(fl, "FLOP"), "bytes per layer": fmt_bytes(by),
+            "intensity (FLOP/B)": round(fl / by, 2), "weight share of bytes": f"{100 * min(w, by) / by:.1f} %",
+            "most bytes": max(c, key=lambda k: c[k][1]), "most FLOPs": max(c, key=lambda k: c[k][0])}
+

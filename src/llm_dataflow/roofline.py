@@ -564,7 +564,7 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
         "critical batch": critical_batch(model, hw, context, dtype, compute_dtype=cd, kv_dtype=kvd),
     }
     if context:
-        out["prefill of the context ≥ (ms)"] = prefill_lower_bound(model, hw, context, batch, dtype,
+        out["prefill of B × context tokens ≥ (ms)"] = prefill_lower_bound(model, hw, context, batch, dtype,
                                                                   compute_dtype=cd, kv_dtype=kvd) * 1e3
     return out
 

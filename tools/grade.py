@@ -112,6 +112,24 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
+SETUP_TIMEOUT = 120  # s for read-only cells (imports under load); answers and tests get --timeout
+
+# nbclient's ``timeout_func`` gives each cell its own limit: a question (answer or test cell) gets
+# the per-question limit, read-only set-up cells a generous one.  nbgrader's Execute interrupts a
+# cell that overruns it and carries on with the next cell.
+_TIMEOUT_CONFIG = """c = get_config()
+
+
+def _cell_timeout(cell):
+    meta = cell.get("metadata", {{}}).get("nbgrader", {{}})
+    return {q} if (meta.get("solution") or meta.get("grade")) else {setup}
+
+
+c.Execute.timeout_func = _cell_timeout
+c.Execute.interrupt_on_timeout = True
+"""
+
+
 def _config(course: Path, db: Path) -> list[str]:
     return [f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{db}",
             f"--CourseDirectory.course_id={COURSE_ID}", "--log-level=WARN"]
@@ -215,19 +233,18 @@ def grade_one(template: tuple[Path, Path], student: str, name: str, notebook: Pa
             sub.mkdir(parents=True)
             shutil.copyfile(notebook, sub / f"{name}.ipynb")  # a copy: the original is never written
             n_cells = len(json.loads((course / "source" / name / f"{name}.ipynb").read_text())["cells"])
-            limit = submission_timeout or timeout * n_cells + 120
-            r = _nbgrader(["autograde", name, "--student", student, "--force",
-                           f"--ExecutePreprocessor.timeout={timeout}", *_config(course, db)],
+            limit = submission_timeout or timeout * n_cells + 2 * SETUP_TIMEOUT
+            (course / "nbgrader_config.py").write_text(_TIMEOUT_CONFIG.format(q=timeout, setup=max(timeout, SETUP_TIMEOUT)))
+            r = _nbgrader(["autograde", name, "--student", student, "--force", *_config(course, db)],
                           course, _env(tmp / "work"), timeout=limit)
             graded = course / "autograded" / student / name / f"{name}.ipynb"
             scores = _read_scores(db, name, student)
+            if os.environ.get("LDF_GRADE_DEBUG"):
+                print(r.stdout)
             if r.returncode == -9:
-                status = "grader: timeout"
+                status = f"grader: killed at the submission time limit ({limit} s)"
             elif r.returncode or scores is None:
-                last = [ln for ln in r.stdout.splitlines() if ln.strip()][-1:] or ["no output"]
-                status = f"grader: failed ({last[0][:120]})"
-                if os.environ.get("LDF_GRADE_DEBUG"):
-                    print(r.stdout)
+                status = "grader: failed: " + _why(r.stdout)
             else:
                 status = ""
             if status or scores is None:
@@ -248,6 +265,20 @@ def grade_one(template: tuple[Path, Path], student: str, name: str, notebook: Pa
     return list(rows.values())
 
 
+def _why(log: str) -> str:
+    """One line saying why nbgrader could not grade a submission."""
+    if "Timeout waiting for execute reply" in log:
+        return "a cell overran its time limit and did not stop when interrupted"
+    if "DeadKernelError" in log or "Kernel died" in log:
+        return "the kernel died (the notebook exited or crashed the interpreter)"
+    if "FileNotFoundError" in log:
+        return "the notebook deleted files the grader needs"
+    if "Missing grade cell" in log or "missing" in log.lower() and "cell" in log.lower():
+        return "the notebook lost cells of the assignment (delete/re-create cells?)"
+    errs = [ln.strip() for ln in log.splitlines() if "Error" in ln and "[AutogradeApp" not in ln]
+    return (errs[-1] if errs else "nbgrader gave no grades")[:150]
+
+
 def _read_scores(db: Path, name: str, student: str) -> dict[str, tuple[float, float]] | None:
     """grade_id → (score, max_score) from a gradebook, or None when it holds no grades."""
     if not db.is_file():
@@ -264,9 +295,13 @@ def _read_scores(db: Path, name: str, student: str) -> dict[str, tuple[float, fl
 
 def grade(folder: Path, out_csv: Path | None, names: list[str] | None = None, timeout: int = 60,
           submission_timeout: int | None = None, jobs: int = 1, source: Path = SOURCE,
-          log=print) -> list[dict]:
+          log=print, template: tuple[Path, Path] | None = None) -> list[dict]:
     """Grade every submission under ``folder``; write ``out_csv`` (one row per student, assignment
-    and question) and return the rows.  Never stops on a bad submission."""
+    and question) and return the rows.  Never stops on a bad submission.
+
+    ``timeout`` is the limit in seconds for each answer or test cell; ``jobs`` submissions are
+    graded at once; ``template`` (from :func:`build_course`) skips generating the course again.
+    """
     known = names or assignments(source)
     subs = find_submissions(folder, known)
     if not subs:
@@ -275,7 +310,8 @@ def grade(folder: Path, out_csv: Path | None, names: list[str] | None = None, ti
     needed = sorted({a for _, a, _ in subs})
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ldf-course-") as tmp:
-        template = build_course(Path(tmp), needed, source)
+        if template is None:
+            template = build_course(Path(tmp), needed, source)
 
         def work(item):
             student, name, nb = item
@@ -304,12 +340,13 @@ def selfcheck(names: list[str], timeout: int = 60, jobs: int = 1, source: Path =
     notebook, unmodified (must score zero).  Returns True when both hold."""
     with tempfile.TemporaryDirectory(prefix="ldf-self-") as tmp:
         tmp = Path(tmp)
-        release = generate(names, tmp / "release", source)
-        for name, nb in zip(names, release):
-            for who, src in (("solution", source / name / f"{name}.ipynb"), ("student", nb)):
+        template = build_course(tmp / "course", names, source)
+        for name in names:
+            release = template[0] / "release" / name / f"{name}.ipynb"
+            for who, src in (("solution", source / name / f"{name}.ipynb"), ("student", release)):
                 (tmp / "subs" / who).mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, tmp / "subs" / who / f"{name}.ipynb")
-        rows = grade(tmp / "subs", None, names, timeout=timeout, jobs=jobs, source=source)
+        rows = grade(tmp / "subs", None, names, timeout=timeout, jobs=jobs, source=source, template=template)
     ok = True
     for name in names:
         for who, want in (("solution", "full"), ("student", "zero")):

@@ -66,6 +66,32 @@ def _config_inited(app, config) -> None:
               flush=True)
 
 
+def _is_thebe(js) -> bool:
+    name = str(getattr(js, "filename", js) or "")
+    body = str((getattr(js, "attributes", None) or {}).get("body", ""))
+    return name.endswith("sphinx-thebe.js") or "THEBE_JS_URL" in body
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    """Start pages in the "auto" light/dark mode; drop sphinx-thebe's scripts when thebe is off.
+
+    pydata-sphinx-theme logs a console error ("Got invalid theme mode") on a first visit when
+    its ``default_mode`` is empty, as sphinx-book-theme leaves it; "auto" follows the reader's
+    OS setting, and the theme remembers the reader's own choice.
+
+    Jupyter Book always loads the sphinx_thebe extension; with Sphinx 7 its inline
+    ``const THEBE_JS_URL = ...`` is added twice (a page error), and it names a CDN.  The book's
+    calculators need no kernel, so without ``launch_buttons.thebe`` the scripts are removed.
+    """
+    if not context.get("default_mode"):
+        context["default_mode"] = "auto"
+    if (app.config.html_theme_options or {}).get("launch_buttons", {}).get("thebe"):
+        return
+    if "script_files" in context:
+        context["script_files"] = [js for js in context["script_files"] if not _is_thebe(js)]
+
+
 def setup(app):
     app.connect("config-inited", _config_inited, priority=400)
+    app.connect("html-page-context", _page_context, priority=900)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

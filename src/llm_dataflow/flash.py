@@ -100,7 +100,10 @@ def attention_partial(q, k, v, causal: bool = True, *, window: int | None = None
             kb = k[:, :, None, j0:j1].to(acc_dtype)          # read block_k·d_h per KV head
             vb = v[:, :, None, j0:j1].to(acc_dtype)
             s = qb @ kb.transpose(-1, -2)                    # [B, H_kv, G, bq, bk]: the only score tile alive
-            if causal:
+            # only tiles that straddle the diagonal (or the window's edge) need a mask
+            straddles = causal and (k_hi > q_offset + i0 or
+                                    (window is not None and k_lo <= q_offset + i1 - 1 - window))
+            if straddles:
                 rel = qpos[:, None] - torch.arange(k_lo, k_hi + 1, device=q.device)[None, :]
                 allowed = rel >= 0
                 if window is not None:

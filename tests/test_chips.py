@@ -61,7 +61,7 @@ def test_generations_table():
     assert [r["architecture"] for r in rows] == ["Ampere", "Hopper", "Blackwell"]
     hop = rows[1]
     assert hop["ridge bf16 (FLOP/B)"] == "295" and hop["shared memory / SM"] == "228 KiB"
-    assert hop["L2"] == "50 MB" and hop["HBM"] == "3,350 GB/s" and hop["global → shared"] == "TMA"
+    assert hop["L2"] == "50 MiB" and hop["HBM"] == "3,350 GB/s" and hop["global → shared"] == "TMA"
     assert rows[2]["L2"] == "not published" and rows[2]["TMEM / SM"] == "256 KiB"
     with pytest.raises(ValueError, match="fp8"):
         generations_table("fp8")   # A100 publishes no FP8 peak

@@ -12,8 +12,10 @@ def test_ledger_llama2_by_hand():
     cfg = ldf.model_config("Llama-2-7B")
     rows = ldf.request_ledger(cfg, prompt_len=512, output_len=128)
     by = {(r.phase, r.item): r for r in rows}
-    wb = 6_738_415_616 * 2
+    # all weights but the embedding table, which is gathered: one 4096-wide row per token
+    wb = (6_738_415_616 - 32000 * 4096) * 2 + 4096 * 2
     assert by[("decode", "weights (once per step)")].total == 127 * wb          # 127 decode steps
+    assert by[("prefill", "weights (one pass for all prompt tokens)")].total == wb + 511 * 4096 * 2
     kv_tok = 32 * 32 * 128 * 2 * 2                                               # L × H_kv × d_h × (K,V) × 2 B
     assert kv_tok == 524_288
     assert by[("prefill", "KV written")].total == 512 * kv_tok
@@ -35,8 +37,8 @@ def test_ledger_bad_input():
 def test_memory_tiers_h100():
     tiers = {t.tier: t for t in ldf.memory_tiers("H100-SXM")}
     assert tiers["HBM"].bandwidth == 3.35e12 and tiers["HBM"].capacity_bytes == 80e9
-    # 128 B/clock/SM × 132 SMs × 1.98 GHz
-    assert tiers["shared memory / L1"].bandwidth == pytest.approx(128 * 132 * 1.98e9)
+    # 128 B/clock/SM × 132 SMs × 1.83 GHz (the clock the 989.4 TFLOP/s dense peak implies)
+    assert tiers["shared memory / L1"].bandwidth == pytest.approx(128 * 132 * 1.83e9)
     assert "TMEM" in {t.tier for t in ldf.memory_tiers("B200")}
     assert "TMEM" not in tiers
 
@@ -108,3 +110,19 @@ def test_measure_load_path_runs():
                                                         "dtype conversion → bfloat16"]
     assert all(h.seconds and h.seconds > 0 for h in hops[:3])
     assert hops[-1].seconds is None and hops[-1].model_bandwidth > 0
+
+
+def test_weight_bytes_read_moe_and_tied():
+    mix = ldf.model_config("Mixtral-8x7B")
+    expert = 3 * 4096 * 14336 * 2                                     # one expert, BF16
+    dense_part = ldf.weight_bytes(mix) - 32 * 8 * expert - 32000 * 4096 * 2
+    # batch 1: 2 of 8 experts per layer; the embedding gather reads one row
+    assert ldf.weight_bytes_read(mix, "bf16", 1) == pytest.approx(dense_part + 32 * 2 * expert + 4096 * 2)
+    # many tokens: every expert is hit (E·(1-(1-k/E)^n) → E)
+    assert ldf.expected_experts_hit(8, 2, 1) == 2
+    assert ldf.expected_experts_hit(8, 2, 512) == pytest.approx(8)
+    gpt2 = ldf.model_config("GPT-2-small")                           # tied: the table is the LM head
+    # the tied table is read whole; of the 1024-row position table only one row
+    assert ldf.weight_bytes_read(gpt2, "bf16", 1) == pytest.approx(ldf.weight_bytes(gpt2) - 1023 * 768 * 2)
+    with pytest.raises(ValueError, match="n_tokens=0"):
+        ldf.weight_bytes_read(mix, "bf16", 0)

@@ -65,3 +65,15 @@ def test_analytic_costs_closed_form_and_errors():
         ldf.op_ledger(ldf.model_config("tiny-llama"), batch=0)
     with pytest.raises(ValueError, match="layer"):
         ldf.op_ledger(ldf.model_config("tiny-llama"), layer=5)
+
+
+def test_layer_costs_calculator():
+    d = ldf.layer_costs("Llama-3-8B", "decode", 1, 1024, "bf16")
+    assert d["most bytes"] == "gate_proj" and 0.9 < d["intensity (FLOP/B)"] < 1.1
+    p = ldf.layer_costs("Llama-3-8B", "prefill", 1, 1024, "bf16")
+    assert p["intensity (FLOP/B)"] > 100 * d["intensity (FLOP/B)"] / 2
+    assert ldf.layer_costs("Qwen3-30B-A3B", "decode")["most bytes"] == "experts (routed)"
+    with pytest.raises(ValueError, match="kv_lora_rank"):
+        ldf.layer_costs("DeepSeek-V3")
+    with pytest.raises(ValueError, match="model"):
+        ldf.layer_costs("nope")

@@ -27,6 +27,7 @@ if command -v npm >/dev/null 2>&1; then
   rm -rf "$ROOT/web/dist"
   mkdir -p "$DIST/html-manager" "$DIST/vega" "$DIST/vega-lite" "$DIST/vega-embed"
   cp "$NM/requirejs/require.js" "$DIST/require.js"
+  cp "$ROOT/web/require-config.js" "$DIST/require-config.js"   # maps embed-amd's font folder to _vendor/
   # embed-amd.js loads its webpack chunks' fonts (Font Awesome) relative to itself: copy them too.
   find "$NM/@jupyter-widgets/html-manager/dist" -maxdepth 1 -type f \
        \( -name 'embed-amd.js' -o -name '*.woff2' -o -name '*.woff' -o -name '*.ttf' -o -name '*.eot' -o -name '*.svg' \) \

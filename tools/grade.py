@@ -200,15 +200,22 @@ def find_submissions(folder: Path, known: list[str]) -> list[tuple[str, str, Pat
     return subs
 
 
+def _grade_ids(notebook: Path) -> set[str]:
+    """grade_ids of the cells in a notebook."""
+    nb = json.loads(notebook.read_text())
+    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb["cells"]} - {None}
+
+
 def _cell_errors(notebook: Path) -> dict[str, str]:
     """grade_id → first error name of that cell in an autograded notebook."""
     nb = json.loads(notebook.read_text())
     errs = {}
     for cell in nb["cells"]:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        for o in cell.get("outputs", []):
-            if o.get("output_type") == "error" and gid:
-                errs.setdefault(gid, "timeout" if o.get("ename") == "CellTimeoutError" else o.get("ename", "error"))
+        names = [o.get("ename", "error") for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if gid and names:
+            # an interrupted cell shows KeyboardInterrupt, then nbgrader's CellTimeoutError
+            errs[gid] = "timeout" if "CellTimeoutError" in names else names[0]
     return errs
 
 
@@ -252,11 +259,15 @@ def grade_one(template: tuple[Path, Path], student: str, name: str, notebook: Pa
                     row.update(score=0.0, status=status or "grader: no grades")
                 return list(rows.values())
             errs = _cell_errors(graded) if graded.is_file() else {}
+            present = _grade_ids(graded) if graded.is_file() else set()
+            for gid in scores:
+                if gid not in present:  # nbgrader scores a deleted test cell zero
+                    errs.setdefault(gid, "test cell deleted")
             for gid, (score, _mx) in scores.items():
                 q = gid.split("_")[0]
                 rows[q]["score"] += score
             for q, row in rows.items():
-                ids = [q] + sorted(g for g in scores if g.split("_")[0] == q)
+                ids = [q] + sorted((g for g in scores if g.split("_")[0] == q), key=lambda g: (not g.endswith("_public"), g))
                 first = next((errs[g] for g in ids if g in errs), None)
                 row["status"] = "ok" if row["score"] == row["max_score"] and first is None else (first or "failed")
         except Exception as exc:  # the grader keeps going whatever one submission does
@@ -361,7 +372,7 @@ def selfcheck(names: list[str], timeout: int = 60, jobs: int = 1, source: Path =
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="write student versions to assignments/release/")
@@ -373,7 +384,7 @@ def main(argv=None) -> int:
     r.add_argument("--assignment", action="append", help="only these assignments (repeatable)")
     r.add_argument("--timeout", type=int, default=60, help="seconds per cell (per question); default 60")
     r.add_argument("--submission-timeout", type=int, default=None,
-                   help="seconds per notebook; default timeout × cells + 120")
+                   help="seconds per notebook; default timeout × cells + 240")
     r.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once; default 1")
     s = sub.add_parser("selfcheck", help="solutions score full marks, student versions zero")
     s.add_argument("names", nargs="*")

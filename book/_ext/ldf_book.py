@@ -24,7 +24,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-VENDOR_FILES = ("require.js", "html-manager/embed-amd.js", "mathjax/tex-svg.js",
+VENDOR_FILES = ("require.js", "require-config.js", "html-manager/embed-amd.js", "mathjax/tex-svg.js",
                 "vega/vega.min.js", "vega-lite/vega-lite.min.js", "vega-embed/vega-embed.min.js")
 EXTRA_DIR = "web/dist"  # relative to the book root (the folder holding _config.yml)
 
@@ -48,6 +48,7 @@ def _config_inited(app, config) -> None:
         config.html_extra_path = list(config.html_extra_path) + [EXTRA_DIR]
         config.nb_ipywidgets_js = {
             "../_vendor/require.js": {},
+            "../_vendor/require-config.js": {},   # embed-amd's fonts: see web/require-config.js
             "../_vendor/html-manager/embed-amd.js": {},
         }
         config.mathjax_path = "../_vendor/mathjax/tex-svg.js"

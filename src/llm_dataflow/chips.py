@@ -213,7 +213,7 @@ def generations_table(dtype: str = "bf16") -> list[dict[str, str]]:
             "registers / SM": fmt_bytes(g.registers_per_sm_bytes, binary=True, digits=0),
             "shared memory / SM": fmt_bytes(g.smem_per_sm_bytes, binary=True, digits=0),
             "TMEM / SM": fmt_bytes(g.tmem_per_sm_bytes, binary=True, digits=0) if g.has_tmem else "—",
-            "L2": fmt_bytes(g.l2_bytes, digits=0) if g.l2_bytes is not None else "not published",
+            "L2": fmt_bytes(g.l2_bytes, binary=True, digits=0) if g.l2_bytes is not None else "not published",
             "HBM": f"{g.hbm_bandwidth / 1e9:,.0f} GB/s",
             f"ridge {dtype} (FLOP/B)": f"{ridge_point(g.spec, dtype):.0f}",
             "global → shared": "TMA" if g.has_tma else "cp.async",

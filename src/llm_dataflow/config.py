@@ -20,7 +20,8 @@ from .units import check_dtype, dtype_bits, require_positive
 
 __all__ = [
     "ModelConfig", "model_config", "MODEL_PRESETS", "TensorSpec", "tensor_specs",
-    "param_count", "weight_bytes", "QuantSpec", "SUPPORTED_MODEL_TYPES",
+    "param_count", "weight_bytes", "weight_bytes_read", "expected_experts_hit", "QuantSpec",
+    "SUPPORTED_MODEL_TYPES",
 ]
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2",
@@ -298,7 +299,8 @@ class TensorSpec:
 
     Attributes:
         name: Hugging Face tensor name (Llama naming for llama-like families; GPT-2 naming for gpt2;
-            MoE experts as ``mlp.experts.{e}.{gate,up,down}_proj`` like Qwen3-MoE / DeepSeek).
+            MoE experts as ``mlp.experts.{e}.{gate,up,down}_proj`` like Qwen3-MoE / DeepSeek — Mixtral's
+            own checkpoints say ``block_sparse_moe.experts.{e}.w1/w3/w2``, same shapes).
         shape: tensor shape as stored.
         role: ``embedding``, ``position_embedding``, ``lm_head``, ``norm``, ``attn``, ``mlp``,
             ``router``, ``expert``, ``shared_expert`` or ``bias``.
@@ -534,6 +536,51 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None 
             total += quant.tensor_bytes(t.shape, t.in_features)
         else:
             total += math.ceil(t.numel * bits / 8)
+    return total
+
+
+def expected_experts_hit(n_experts: int, k: int, n_tokens: int) -> float:
+    """Expected number of distinct experts that ``n_tokens`` tokens route to, each choosing ``k``
+    of ``n_experts`` uniformly: ``E · (1 − (1 − k/E)^n_tokens)`` (a balanced router; real routers
+    are skewed, which hits fewer).
+
+    Raises:
+        ValueError: non-positive sizes or ``k > n_experts``.
+    """
+    require_positive("n_experts", n_experts)
+    require_positive("k", k)
+    require_positive("n_tokens", n_tokens)
+    if k > n_experts:
+        raise ValueError(f"k={k} is more than n_experts={n_experts}")
+    return n_experts * (1 - (1 - k / n_experts) ** n_tokens)
+
+
+def weight_bytes_read(cfg: ModelConfig, dtype: str = "bf16", n_tokens: int = 1, quant: QuantSpec | None = None) -> float:
+    """Bytes of weights one forward pass over ``n_tokens`` tokens must read from memory (B).
+
+    Differs from :func:`weight_bytes` in two ways: the input embedding table is *gathered*, so only
+    ``min(n_tokens, V)`` rows of it are read (unless embeddings are tied: then the whole table is
+    read as the output head anyway; learned position tables are gathered likewise); and for an MoE only the experts the tokens route to are read,
+    :func:`expected_experts_hit` per MoE layer under uniform routing (hence a float).
+
+    Raises:
+        ValueError: ``n_tokens`` < 1, unknown dtype, or a group size that does not divide.
+    """
+    require_positive("n_tokens", n_tokens)
+    check_dtype(dtype)
+    bits = dtype_bits(dtype)
+    hit = expected_experts_hit(cfg.n_routed_experts, cfg.n_experts_per_token, n_tokens) if cfg.is_moe else 0.0
+    total = 0.0
+    for t in tensor_specs(cfg):
+        if quant is not None and t.in_features is not None and t.role not in quant.keep:
+            b = quant.tensor_bytes(t.shape, t.in_features)
+        else:
+            b = math.ceil(t.numel * bits / 8)
+        if (t.role == "embedding" and not cfg.tie_embeddings) or t.role == "position_embedding":
+            b = b * min(n_tokens, t.shape[0]) / t.shape[0]
+        elif t.role == "expert":
+            b = b * hit / cfg.n_routed_experts
+        total += b
     return total
 
 

@@ -45,16 +45,21 @@ class HardwareSpec:
 
     Attributes:
         name: preset name.
-        memory_bytes: HBM capacity in bytes as the datasheet states it (GB = 1e9).
+        memory_bytes: HBM capacity as the datasheet labels it, read as GB = 1e9 B.  The physical
+            HBM is binary-sized and a process sees a different total (an "80 GB" H100 SXM reports
+            81,559 MiB in ``nvidia-smi``, an A100 80GB 81,920 MiB), so treat shares of it as ±7 %.
         hbm_bandwidth: HBM bandwidth, B/s.
         peak_flops: dense peak FLOP/s per dtype (``"bf16"``, ``"fp16"``, ``"fp8"``, ``"tf32"``,
             ``"fp32"``, ``"int8"`` (OP/s)).
         n_sms: streaming multiprocessors.
-        l2_bytes: L2 cache bytes (``None`` where not published).
+        l2_bytes: L2 cache bytes, binary as ``cudaDeviceProp.l2CacheSize`` reports (40 MiB A100,
+            50 MiB H100/H200; ``None`` where not published).
         smem_per_sm_bytes: maximum shared memory per SM, bytes.
         registers_per_sm_bytes: register file per SM, bytes.
         tmem_per_sm_bytes: Blackwell Tensor Memory per SM, bytes (0 before Blackwell).
-        boost_clock_hz: maximum boost clock, Hz.
+        boost_clock_hz: the clock the dense tensor peak implies (Hopper: 989.4e12 FLOP/s ÷
+            (132 SMs × 4096 FLOP/clock) = 1.83 GHz; the 1.98 GHz maximum boost applies to non-tensor
+            work), Hz.
         nvlink: the NVLink preset name of this part.
         host_link: the host link preset name.
         architecture: ``"Ampere"``, ``"Hopper"`` or ``"Blackwell"``.
@@ -96,7 +101,7 @@ _A100_SRC = ("NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: 2,039 GB/s; BF16 
 _H100_SRC = ("NVIDIA H100 Tensor Core GPU datasheet (SXM: 80 GB, 3.35 TB/s; BF16 1,979 TFLOPS with "
              "sparsity = 989.4 dense; FP8 3,958 sparse = 1,979 dense); NVIDIA H100 Tensor Core GPU "
              "Architecture whitepaper (132 SMs, 50 MB L2, 228 KB smem/SM, 256 KB registers/SM, "
-             "1,980 MHz max boost)")
+             "1,830 MHz boost implied by the dense tensor peak)")
 _H200_SRC = ("NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, 4.8 TB/s; same Hopper "
              "compute as H100 SXM: BF16 1,979 TFLOPS sparse = 989.4 dense)")
 _B200_SRC = ("NVIDIA DGX B200 datasheet (8 GPUs: 1,440 GB, 64 TB/s HBM3e → 180 GB and 8 TB/s per GPU; "
@@ -108,26 +113,26 @@ HARDWARE: dict[str, HardwareSpec] = {
     "A100-80GB-SXM": HardwareSpec(
         name="A100-80GB-SXM", architecture="Ampere", memory_bytes=80 * GB, hbm_bandwidth=2039 * GB,
         peak_flops={"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12, "int8": 624e12},
-        n_sms=108, l2_bytes=40e6, smem_per_sm_bytes=164 * KiB,
+        n_sms=108, l2_bytes=40 * MiB, smem_per_sm_bytes=164 * KiB,
         registers_per_sm_bytes=256 * KiB, tmem_per_sm_bytes=0, boost_clock_hz=1.41e9,
         nvlink="NVLink3", host_link="PCIe-Gen4-x16", source=_A100_SRC),
     "H100-SXM": HardwareSpec(
         name="H100-SXM", architecture="Hopper", memory_bytes=80 * GB, hbm_bandwidth=3.35 * TB,
         peak_flops={"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12,
                     "fp32": 67e12, "int8": 1978.9e12},
-        n_sms=132, l2_bytes=50e6, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
-        tmem_per_sm_bytes=0, boost_clock_hz=1.98e9, nvlink="NVLink4", host_link="PCIe-Gen5-x16",
+        n_sms=132, l2_bytes=50 * MiB, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
+        tmem_per_sm_bytes=0, boost_clock_hz=1.83e9, nvlink="NVLink4", host_link="PCIe-Gen5-x16",
         source=_H100_SRC),
     "H200": HardwareSpec(
         name="H200", architecture="Hopper", memory_bytes=141 * GB, hbm_bandwidth=4.8 * TB,
         peak_flops={"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12,
                     "fp32": 67e12, "int8": 1978.9e12},
-        n_sms=132, l2_bytes=50e6, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
-        tmem_per_sm_bytes=0, boost_clock_hz=1.98e9, nvlink="NVLink4", host_link="PCIe-Gen5-x16",
+        n_sms=132, l2_bytes=50 * MiB, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
+        tmem_per_sm_bytes=0, boost_clock_hz=1.83e9, nvlink="NVLink4", host_link="PCIe-Gen5-x16",
         source=_H200_SRC),
     "B200": HardwareSpec(
         name="B200", architecture="Blackwell", memory_bytes=180 * GB, hbm_bandwidth=8 * TB,
-        peak_flops={"bf16": 2.25e15, "fp16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15, "tf32": 1.1e15,
+        peak_flops={"bf16": 2.25e15, "fp16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15, "tf32": 1.125e15,
                     "int8": 4.5e15},
         n_sms=148, l2_bytes=None, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
         tmem_per_sm_bytes=256 * KiB, boost_clock_hz=1.965e9, nvlink="NVLink5", host_link="PCIe-Gen5-x16",

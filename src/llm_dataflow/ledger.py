@@ -9,15 +9,19 @@ movement, how many bytes move and how often:
 * on-chip → HBM: new K/V written, the residual stream handed from layer to layer, logits.
 
 Assumptions (stated so a reader can change them): attention reads each K/V byte once per
-forward pass (FlashAttention-style tiling, ideal on-chip reuse); the residual stream between
-layers is written once and read once per layer (everything inside a layer fused); logits are
-FP32 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
+forward pass (an idealisation: FlashAttention re-reads K/V once per query block); the residual
+stream between layers is written once and read once per layer (everything inside a layer fused,
+which no engine fully achieves: QKV and MLP intermediates also round-trip HBM); logits are FP32
+and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
+Weights read per pass come from :func:`llm_dataflow.config.weight_bytes_read`: the embedding
+table is gathered (only the rows of the pass's tokens), and an MoE reads only the experts its
+tokens route to (uniform routing).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import ModelConfig, weight_bytes
+from .config import ModelConfig, weight_bytes, weight_bytes_read
 from .hardware import HardwareSpec, hardware, link
 from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
 
@@ -37,7 +41,8 @@ class LedgerRow:
             ``"host→device"``, the PCIe link, with the direction in ``item``).
         item: what moves.
         bytes_each: bytes per occurrence (for KV reads, the total over all decode steps is given
-            with ``count=1`` because the context grows each step).
+            with ``count=1`` because the context grows each step; MoE expert reads are expected
+            values, rounded to whole bytes).
         count: occurrences.
     """
 
@@ -75,6 +80,8 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     kv_dtype = check_dtype(kv_dtype or dtype, field="kv_dtype")
     check_dtype(id_dtype, ("int32", "int64"), "id_dtype")
     wb = weight_bytes(cfg, dtype)
+    read_prefill = round(weight_bytes_read(cfg, dtype, batch * prompt_len))
+    read_step = round(weight_bytes_read(cfg, dtype, batch))
     act = dtype_bits(dtype) // 8
     idb = dtype_bits(id_dtype) // 8
     kv_tok = kv_bytes_per_token(cfg, kv_dtype)
@@ -84,14 +91,14 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     rows = [
         LedgerRow("load", "host→device", "weights: storage → host DRAM → HBM", wb, 1),
         LedgerRow("prefill", "host→device", "prompt token IDs", B * P * idb, 1),
-        LedgerRow("prefill", "HBM→on-chip", "weights (one pass for all prompt tokens)", wb, 1),
-        LedgerRow("prefill", "HBM→on-chip", "KV read by attention (once per pass)", kv_cache_bytes(cfg, P, B, kv_dtype), 1),
+        LedgerRow("prefill", "HBM→on-chip", "weights (one pass for all prompt tokens)", read_prefill, 1),
+        LedgerRow("prefill", "HBM→on-chip", "KV read by attention (ideal: once per pass)", kv_cache_bytes(cfg, P, B, kv_dtype), 1),
         LedgerRow("prefill", "on-chip→HBM", "KV written", kv_cache_bytes(cfg, P, B, kv_dtype), 1),
         LedgerRow("prefill", "on-chip→HBM", "hidden states written at each layer's end", L * B * P * D * act, 1),
         LedgerRow("prefill", "HBM→on-chip", "hidden states read by the next layer", L * B * P * D * act, 1),
         LedgerRow("prefill", "on-chip→HBM", "last-position logits (FP32)", B * V * 4, 1),
         LedgerRow("prefill", "host→device", "first sampled token ID (device → host)", B * idb, 1),
-        LedgerRow("decode", "HBM→on-chip", "weights (once per step)", wb, steps),
+        LedgerRow("decode", "HBM→on-chip", "weights (once per step)", read_step, steps),
         LedgerRow("decode", "HBM→on-chip", "KV history read (all steps)", kv_read_decode, 1),
         LedgerRow("decode", "on-chip→HBM", "KV of the new token", B * kv_tok, steps),
         LedgerRow("decode", "on-chip→HBM", "hidden states written at each layer's end", L * B * D * act, steps),

@@ -13,7 +13,7 @@ import time
 import torch
 
 __all__ = ["device", "describe_device", "synchronize", "time_fn", "progress", "cpu_threads", "seed_all",
-           "host_to_device_seconds"]
+           "host_to_device_seconds", "torch_threads"]
 
 
 def device(prefer: str | None = None) -> torch.device:
@@ -45,6 +45,28 @@ def describe_device(dev: torch.device | None = None) -> str:
 def cpu_threads() -> int:
     """torch's intra-op thread count on CPU."""
     return torch.get_num_threads()
+
+
+class torch_threads:
+    """Context manager running torch CPU ops with ``n`` intra-op threads, restoring the old count.
+
+    Raises:
+        ValueError: ``n`` not a positive integer.
+    """
+
+    def __init__(self, n: int):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n={n!r} is not allowed; it must be a positive integer")
+        self.n = n
+
+    def __enter__(self):
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.old)
+        return False
 
 
 def synchronize(dev: torch.device | str | None = None) -> None:

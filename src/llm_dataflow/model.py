@@ -20,6 +20,7 @@ parameters have ``requires_grad=False``.
 
 Cache protocol (what ``Decoder.forward`` calls; chapter 06's paged cache implements the same):
 
+* ``cache.batch`` (B) and ``cache.max_len`` (positions per row; the decoder refuses to pass it).
 * ``cache.lengths`` — CPU ``LongTensor[B]``, tokens stored per row (rows may differ).
 * ``cache.update(layer, k_new, v_new)`` — writes ``[B, H_kv, T, d_h]`` at positions
   ``lengths[b] … lengths[b]+T-1`` of row ``b`` and returns K, V ``[B, H_kv, S, d_h]`` with
@@ -205,6 +206,10 @@ class KVCache:
     ``model(prompt[1, T], cache.rows(r))`` — ``rows`` returns a cache over a contiguous range of
     rows that *shares storage and lengths* with this one, so the prefill lands in row ``r``.
     Every forward advances every row of the cache it is given; reset idle rows.
+
+    Under ``torch.inference_mode`` a cache *created* inside the mode holds inference tensors and
+    can only be written inside it; create it outside (or use it inside only), as
+    :meth:`Decoder.generate` does.
 
     Args:
         cfg: the model config (``n_layers``, ``n_kv_heads``, ``head_dim``).
@@ -478,14 +483,21 @@ class _Model(nn.Module):
 
 
 def _check_supported(cfg: ModelConfig) -> None:
+    """Raise ``ValueError`` naming the first field of ``cfg`` this decoder does not implement."""
     if not isinstance(cfg, ModelConfig):
         raise ValueError(f"cfg={cfg!r} is not a ModelConfig")
-    bad = [("kv_lora_rank", cfg.kv_lora_rank, "None (multi-head latent attention is not implemented)"),
-           ("norm", cfg.norm, "'rmsnorm'"), ("position", cfg.position, "'rope'"),
-           ("mlp", cfg.mlp, "'swiglu'"), ("norms_per_layer", cfg.norms_per_layer, "2"),
-           ("router_bias", cfg.router_bias, "False (DeepSeek-V3's biased sigmoid router is not implemented)")]
-    for field, value, allowed in bad:
-        if repr(value) != allowed.split(" ")[0]:
+    checks = (  # (field, value, supported?, what is allowed)
+        ("kv_lora_rank", cfg.kv_lora_rank, cfg.kv_lora_rank is None,
+         "None (multi-head latent attention is not implemented)"),
+        ("norm", cfg.norm, cfg.norm == "rmsnorm", "'rmsnorm'"),
+        ("position", cfg.position, cfg.position == "rope", "'rope'"),
+        ("mlp", cfg.mlp, cfg.mlp == "swiglu", "'swiglu'"),
+        ("norms_per_layer", cfg.norms_per_layer, cfg.norms_per_layer == 2, "2 (Pre-Norm)"),
+        ("router_bias", cfg.router_bias, not cfg.router_bias,
+         "False (DeepSeek-V3's biased sigmoid router is not implemented)"),
+    )
+    for field, value, ok, allowed in checks:
+        if not ok:
             raise ValueError(f"{field}={value!r} is not supported by Decoder (model_type={cfg.model_type!r}); "
                              f"allowed: {allowed}")
 

@@ -22,7 +22,6 @@ overlap is only modelled.  The embedding, final norm and LM head stay resident i
 from __future__ import annotations
 
 import copy
-import statistics
 import time
 
 import torch
@@ -159,12 +158,14 @@ def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: 
         cfg: a config or preset name (ignored when ``model`` is given).
         link: the host link preset for the analytic transfer time (:func:`llm_dataflow.link`).
         device: where compute runs (default :func:`llm_dataflow.device`).
-        repeat: timed repetitions after one warm-up; per-layer medians are reported.
+        repeat: timed repetitions after one warm-up; per-layer and whole-forward times are the
+            minimum over the repetitions (the run least disturbed by other processes: each
+            layer is milliseconds or less, so one preemption would otherwise dominate).
         model: a host-side :class:`Decoder` (default: ``Decoder(cfg)`` seeded, on CPU).
 
     Returns:
         dict with ``"layers"`` (the per-layer table of :func:`offload_table`), ``"wall_resident"``,
-        ``"wall_serial"``, ``"wall_overlap"`` (s, measured; ``wall_overlap`` is ``None`` on CPU),
+        ``"wall_serial"``, ``"wall_overlap"`` (s, measured, best of ``repeat``; ``wall_overlap`` is ``None`` on CPU),
         ``"model_serial"`` = Σ(copy + compute) and ``"model_overlap"`` = copy₀ + Σ max(compute_l,
         copy_{l+1}) from the measured per-layer times (s), ``"link_bandwidth"`` (B/s per direction),
         ``"copy_bandwidth"`` (measured bytes / copy time, B/s), ``"pinned"``, ``"overlapped"``
@@ -212,7 +213,7 @@ def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: 
             if dev.type == "cuda":
                 ovl.append(_run_streamed(skel, host_params, slots, cfg, ids, timer, overlap=True))
     res, ser, ovl = res[1:], ser[1:], ovl[1:]
-    med = statistics.median
+    med = min  # best of `repeat` (see the docstring)
     comp_res = [med(x[1][i] for x in res) for i in range(L)]
     copy_ser = [med(x[1][i] for x in ser) for i in range(L)]
     comp_ser = [med(x[2][i] for x in ser) for i in range(L)]

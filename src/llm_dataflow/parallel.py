@@ -28,7 +28,7 @@ the tests and ``python -m llm_dataflow.launch`` / ``torchrun`` start.
 """
 from __future__ import annotations
 
-import math
+import functools
 import time
 
 import torch
@@ -37,7 +37,7 @@ from torch import nn
 from .collectives import CommCounter, collective_time, p2p_time
 from .config import ModelConfig, model_config, param_count, weight_bytes
 from .hardware import hardware as _hardware
-from .units import dtype_bytes, fmt_bytes, fmt_si, require_positive
+from .units import GB, dtype_bytes, require_positive
 
 __all__ = [
     "check_tp_degree", "shard_decoder_tp", "tp_forward", "tp_generate", "tp_layer_forward",
@@ -410,7 +410,8 @@ def ep_moe_forward(moe, x: torch.Tensor, comm: CommCounter) -> tuple[torch.Tenso
     ``stats``: ``slots_to_rank`` (list[N], rows this rank dispatched to each rank),
     ``rows_received`` (rows its experts computed), ``dispatch_bytes`` / ``combine_bytes``
     (handed to all-to-all, bytes, including the slice that stays local) and ``remote_bytes``
-    (rows that really leave the rank, both directions).
+    (bytes this rank sends to other ranks: dispatch rows for remote experts plus combine rows
+    going back to remote tokens).
     """
     from .model import route
 
@@ -536,8 +537,16 @@ def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_di
 
 
 # --- topology and the communication-vs-compute calculator ---------------------------------------
+@functools.lru_cache(maxsize=64)
+def _model_sizes(model: str, dtype: str) -> tuple[int, int]:
+    # weight bytes and active parameters of a preset: enumerating tensors takes ms, and a
+    # calculator evaluates its whole grid (thousands of settings) at once
+    cfg = model_config(model)
+    return weight_bytes(cfg, dtype), param_count(cfg, active=True)
+
+
 def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM", tp: int = 8, pp: int = 1,
-                       link: str = "NVLink4", batch: int = 1, dtype: str = "bf16") -> dict:
+                       link: str = "NVLink4", batch: int = 1, dtype: str = "bf16", pp_link: str | None = None) -> dict:
     """One decode step (one new token for each of ``batch`` sequences) on ``tp × pp`` GPUs:
     compute time vs communication time, analytically.
 
@@ -551,13 +560,17 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
       ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link``); it sits between
       dependent matmuls, so it adds to the step unless other work (another micro-batch)
       overlaps it;
-    * PP communication = ``pp − 1`` sends of ``B·D·elem`` bytes (:func:`p2p_time`);
+    * PP communication = ``pp − 1`` sends of ``B·D·elem`` bytes (:func:`p2p_time`) over
+      ``pp_link`` (default: ``link``; e.g. TP inside a node on NVLink, PP across nodes on
+      InfiniBand);
     * a step crosses all ``pp`` stages one after another.
 
     Returns:
-        dict of strings and numbers: per-GPU weights, compute / communication time per step
-        and per token, communication share, and a verdict on whether the communication could
-        hide behind compute.
+        dict: ``GPUs``, ``weights per GPU (GB)``, ``fits in HBM``, ``all-reduce message (bytes)``,
+        compute / TP / PP / total communication time per step and per token (s),
+        ``comm / compute`` and a ``verdict`` on whether the communication could hide behind
+        compute.  For MoE models every expert's weights are counted as read each step (true at
+        large batch; an overestimate at batch 1).
 
     Raises:
         ValueError: unknown preset, ``tp``/``pp``/``batch`` not positive, ``pp > n_layers``.
@@ -569,33 +582,31 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
     if pp > cfg.n_layers:
         raise ValueError(f"pp={pp} is more than n_layers={cfg.n_layers}")
     elem = dtype_bytes(dtype)
-    W = weight_bytes(cfg, dtype)
-    P = param_count(cfg, active=True)
+    W, P = _model_sizes(model, dtype)
     n_gpu = tp * pp
     t_mem = W / n_gpu / hw.hbm_bandwidth
     t_flop = 2 * P * batch / n_gpu / hw.flops(dtype)
     compute = pp * max(t_mem, t_flop)
     msg = batch * cfg.d_model * elem
     t_tp = 2 * cfg.n_layers * collective_time("all_reduce", msg, tp, link) if tp > 1 else 0.0
-    t_pp = (pp - 1) * p2p_time(msg, link) if pp > 1 else 0.0
+    t_pp = (pp - 1) * p2p_time(msg, pp_link or link) if pp > 1 else 0.0
     comm = t_tp + t_pp
     ratio = comm / compute
     verdict = ("no communication" if comm == 0 else
                "hides behind compute if overlapped" if ratio < 1 else "communication-bound")
     return {
         "GPUs": n_gpu,
-        "weights per GPU": fmt_bytes(W / n_gpu),
+        "weights per GPU (GB)": W / n_gpu / GB,
         "fits in HBM": "yes" if W / n_gpu < hw.memory_bytes else "no",
-        "compute per step": fmt_si(compute, "s"),
-        "communication per step": fmt_si(comm, "s"),
-        "  of which TP all-reduce": fmt_si(t_tp, "s"),
-        "  of which PP send": fmt_si(t_pp, "s"),
-        "all-reduce message": fmt_bytes(msg),
-        "compute per token": fmt_si(compute / batch, "s"),
-        "communication per token": fmt_si(comm / batch, "s"),
-        "comm / compute": round(ratio, 3),
+        "all-reduce message (bytes)": int(msg),
+        "compute per step (s)": compute,
+        "TP all-reduce per step (s)": t_tp,
+        "PP send per step (s)": t_pp,
+        "communication per step (s)": comm,
+        "compute per token (s)": compute / batch,
+        "communication per token (s)": comm / batch,
+        "comm / compute": ratio,
         "verdict": verdict,
-        "_compute_s": compute, "_comm_s": comm,
     }
 
 

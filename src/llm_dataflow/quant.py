@@ -362,7 +362,8 @@ def quant_report(model: str = "Llama-3-8B", scheme: str = "int4 group-wise", gro
     """Calculator outputs: weight bytes of preset ``model`` under ``scheme`` (kept tensors in BF16),
     bytes per quantised element (values + scales + zero points), and the decode-step lower bound
     ``weight bytes / HBM bandwidth`` on ``hw`` (batch 1: every weight read once per token; KV
-    cache and activations ignored) — valid only with a kernel that reads the low-bit data.
+    cache and activations ignored; the embedding table counted whole, although a decode step
+    gathers only one row of it) — reachable only with a kernel that reads the low-bit data.
 
     Raises:
         ValueError: unknown preset, scheme or hardware; a group size that does not divide a

@@ -49,7 +49,7 @@ def _check_pp(res, cfg):
             assert r["logits"][M] is None
     parts = [r["layers"] for r in res]
     assert parts == ldf.layer_partition(dec.cfg.n_layers, len(res))
-    for r in res[:-1]:  # each micro-batch size sends b·T·D fp32 once: the whole batch, per M
+    for r in res[:-1]:  # each run sends the whole batch's B·T·D fp32 once; 2 values of M, 1 run each
         assert r["sent_bytes"] == 2 * 4 * 9 * dec.cfg.d_model * 4
     for r in res:
         assert [e["microbatch"] for e in r["events"][4]] == [0, 1, 2, 3]

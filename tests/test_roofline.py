@@ -207,10 +207,14 @@ def test_decode_bandwidth_fields(tiny):
     cfg, m = tiny
     r = ldf.decode_bandwidth(m, cfg, prompt_len=5, n_new=4, repeat=1, peak_bandwidth=1e10)
     assert r.model_bytes == ldf.weight_bytes(cfg, "fp32")
-    # step 1..3 read prompt_len + i cached positions: the mean context is 5 + 1 = 6
+    # steps 1..3 read 5, 6, 7 cached positions (prompt_len + i − 1): the mean is 6
     assert r.bytes_per_step == ldf.decode_step_bytes(cfg, 1, 6, "fp32", embedding="rows")
     assert r.achieved_bandwidth == pytest.approx(r.bytes_per_step * r.steps_per_s)
     assert r.fraction == pytest.approx(r.achieved_bandwidth / 1e10)
+    r2 = ldf.decode_bandwidth(m, cfg, prompt_len=5, n_new=3, repeat=1)   # peak measured in the round
+    assert r2.peak_bandwidth > 0 and r2.fraction > 0
+    with pytest.raises(ValueError, match="n_new"):
+        ldf.decode_bandwidth(m, cfg, n_new=1)
 
 
 def test_hf_peer_generates_the_same_tokens(tiny):

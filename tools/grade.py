@@ -24,8 +24,8 @@ How a submission is contained:
   (``--submission-timeout``); past it the process tree is killed and the submission scores zero
   with status ``grader: timeout``.  Errors never stop the run: the next submission is graded.
 * Test cells and read-only cells are restored from the source before execution (nbgrader's
-  ``OverwriteCells``), so editing or deleting a test does not change what is checked; hidden
-  tests exist only in the source.
+  ``OverwriteCells``), so editing a test does not change what is checked (a deleted test cell
+  scores zero, status ``test cell deleted``); hidden tests exist only in the source.
 
 This is containment against mistakes and crude attacks, not a security sandbox: the kernel runs
 as the grading user.  For untrusted cohorts run this command inside a container or as an

@@ -270,6 +270,8 @@ class ModelConfig:
                       moe_d_ff=kw["d_ff"])
             if c.get("sliding_window"):
                 kw["sliding_window"] = c["sliding_window"]
+        if mt == "qwen3_moe" and c.get("num_experts") is None and c.get("num_local_experts") is not None:
+            c["num_experts"] = c["num_local_experts"]  # transformers 5's config.to_dict() renames it
         if mt == "qwen3_moe":
             n = kw["n_layers"]
             step = c.get("decoder_sparse_step", 1)
@@ -670,7 +672,9 @@ _add(ModelConfig(name="tiny-llama", model_type="llama", n_layers=2, d_model=64, 
 _add(ModelConfig(name="tiny-moe", model_type="qwen3_moe", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2,
                  head_dim=16, d_ff=160, vocab_size=256, max_position_embeddings=256, n_routed_experts=8,
                  n_experts_per_token=2, n_shared_experts=1, moe_d_ff=64, norm_eps=1e-6,
-                 source="this book: a Qwen-MoE-shaped toy (8 experts, top-2, one shared expert)"))
+                 source="this book: a toy MoE — Qwen3-MoE routing (softmax top-2 of 8, renormalised) "
+                        "with a DeepSeek-style ungated shared expert and no q/k norm, so it matches no "
+                        "single Hugging Face class; the decoder runs it as configured"))
 _add(ModelConfig(name="tiny-draft", model_type="llama", n_layers=1, d_model=32, n_heads=2, n_kv_heads=1,
                  head_dim=16, d_ff=64, vocab_size=256, max_position_embeddings=256,
                  source="this book: a draft model sharing tiny-llama's vocabulary, for speculative decoding"))

@@ -34,7 +34,6 @@ from .units import require_positive
 
 __all__ = [
     "disagg_worker", "run_disaggregated", "single_engine", "kv_transfer_time", "kv_transfer_table",
-    "prefill_flops",
 ]
 
 _TORCH = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -155,22 +154,6 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
     return ln.latency_s + kv_cache_bytes(cfg, prompt_len, 1, dtype) / ln.bandwidth_per_direction
 
 
-def prefill_flops(cfg: ModelConfig | str, prompt_len: int) -> float:
-    """FLOPs of one prefill of ``prompt_len`` = T tokens: ``2·P_active·T`` (every weight used once per
-    token in a multiply-add; Kaplan et al. 2020, arXiv:2001.08361 §2.1) plus causal attention
-    ``2·L·T²·H·d_h`` (QKᵀ and PV, ``2·T²·H·d_h`` each, halved by the causal mask).  Embedding
-    lookups are not FLOPs; MLA configs use ``head_dim`` as stored in the config.
-    """
-    from .config import param_count
-
-    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
-    require_positive("prompt_len", prompt_len)
-    p = param_count(cfg, active=True) - cfg.vocab_size * cfg.d_model  # the input embedding is a gather
-    if cfg.tie_embeddings:
-        p += cfg.vocab_size * cfg.d_model  # the tied table is still the LM head's matmul
-    return 2.0 * p * prompt_len + 2.0 * cfg.n_layers * prompt_len ** 2 * cfg.n_heads * cfg.head_dim
-
-
 def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf16",
                       hw: HardwareSpec | str = "H100-SXM", links: tuple | None = None) -> list:
     """One row per link: KV bytes, transfer time (s) and its ratio to the ideal prefill time
@@ -182,6 +165,8 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
     """
     cfg = model_config(cfg) if isinstance(cfg, str) else cfg
     hw = hardware(hw) if isinstance(hw, str) else hw
+    from .roofline import prefill_flops  # the one prefill FLOP count (chapter 05)
+
     t_pre = prefill_flops(cfg, prompt_len) / hw.flops(dtype)
     rows = []
     for name in links or tuple(LINKS):

@@ -29,6 +29,7 @@ the tests and ``python -m llm_dataflow.launch`` / ``torchrun`` start.
 from __future__ import annotations
 
 import functools
+import math
 import time
 
 import torch
@@ -263,8 +264,8 @@ def pipeline_forward(decoder, input_ids: torch.Tensor, n_microbatches: int, comm
     ``comm.world_size``) over ``n_microbatches`` slices of the batch.
 
     Stage 0 embeds; every stage runs its layers (:func:`layer_partition`); stage s sends the
-    hidden state ``[b, T, D]`` of each micro-batch to stage s+1 (``isend``, so it can start the
-    next micro-batch at once) and stage s+1 ``recv``s it; the last stage applies the final norm
+    hidden state ``[b, T, D]`` of each micro-batch to stage s+1 (``send``) and stage s+1
+    ``recv``s it, so stage s computes micro-batch m+1 while stage s+1 computes m; the last stage applies the final norm
     and LM head.  Every stage calls ``decoder.prepare`` for the positions and masks (its
     embedding output is used by stage 0 only).
 
@@ -281,7 +282,7 @@ def pipeline_forward(decoder, input_ids: torch.Tensor, n_microbatches: int, comm
     S, s = comm.world_size, comm.rank
     lo, hi = layer_partition(decoder.cfg.n_layers, S)[s]
     t0 = time.perf_counter() if t0 is None else t0
-    events, outs, works = [], [], []
+    events, outs = [], []
     for m, mb in enumerate(torch.tensor_split(input_ids, n_microbatches, dim=0)):
         h, ctx = decoder.prepare(mb)
         if s > 0:
@@ -292,11 +293,12 @@ def pipeline_forward(decoder, input_ids: torch.Tensor, n_microbatches: int, comm
             h = decoder.model.layers[i](h, ctx)
         if s == S - 1:
             outs.append(decoder.finish(h))
-        else:
-            works.append(comm.isend(h.contiguous(), s + 1))
         events.append({"stage": s, "microbatch": m, "start": start - t0, "end": time.perf_counter() - t0})
-    for w in works:
-        w.wait()
+        if s < S - 1:
+            # blocking send: returns once stage s+1 has taken the message.  (An ``isend`` left
+            # pending would let this stage run ahead, but gloo moves such a message only when
+            # its work is waited on, which serialises the pipeline on CPU.)
+            comm.send(h.contiguous(), s + 1)  # b·T·D·elem bytes
     return {"logits": torch.cat(outs, 0) if outs else None, "events": events, "layers": (lo, hi)}
 
 
@@ -647,24 +649,23 @@ def plot_topology(ax=None):
             line(gx + 0.55, 5.2, gx + 0.55, 6.0, color="green", lw=2)
             line(gx + 0.55, 4.2, x0 + 1.5 + (g // 2) * 3.0, 3.1)
         for p in range(2):
-            box(x0 + 0.6 + p * 3.0, 2.4, 1.8, 0.7, "PCIe switch", "#eeeeee")
+            box(x0 + 0.6 + p * 3.0, 2.4, 1.8, 0.7, f"PCIe switch\nGen5 {pcie / 1e9:.0f} GB/s/dir", "#eeeeee", 6)
             line(x0 + 1.5 + p * 3.0, 2.4, x0 + 1.5 + p * 3.0, 1.6)
-        box(x0 + 0.4, 0.7, 2.2, 0.9, "NIC", "#fde4b0")
-        box(x0 + 3.4, 0.7, 2.4, 0.9, "CPU + host memory\n(bounce buffer)", "#f4cccc")
-        line(x0 + 4.5, 2.4, x0 + 4.5, 1.6)
+        nic_x, cpu_x = (3.4, 0.4) if n == 0 else (0.4, 3.4)  # NICs face the fabric switch
+        box(x0 + nic_x, 0.7, 2.4, 0.9, "NIC", "#fde4b0")
+        box(x0 + cpu_x, 0.7, 2.4, 0.9, "CPU + host memory\n(bounce buffer)", "#f4cccc")
     box(6.8, 3.3, 2.4, 1.2, f"InfiniBand / RoCE\nswitch\n{ib / 1e9:.0f} GB/s per direction", "#fff2cc")
-    line(2.6, 1.15, 6.8, 3.6, color="darkorange", lw=2)
+    line(6.1, 1.15, 6.8, 3.6, color="darkorange", lw=2)
     line(9.2, 3.6, 10.1, 1.15, color="darkorange", lw=2)
-    # GPUDirect RDMA: GPU0 → PCIe switch → NIC (no host memory)
-    ax.annotate("", xy=(1.4, 1.6), xytext=(0.95, 4.2),
-                arrowprops=dict(arrowstyle="->", color="green", lw=2))
-    ax.text(0.1, 3.4, "GPUDirect\nRDMA", color="green", fontsize=7)
-    # without GPUDirect: GPU → host memory → NIC
-    ax.annotate("", xy=(4.3, 1.6), xytext=(1.9, 4.2),
+    # GPUDirect RDMA: GPU3 → PCIe switch → NIC, host memory untouched
+    ax.annotate("", xy=(4.9, 1.6), xytext=(5.45, 4.2), arrowprops=dict(arrowstyle="->", color="green", lw=2))
+    ax.text(5.55, 3.3, "GPU-\nDirect\nRDMA", color="green", fontsize=6)
+    # without GPUDirect: GPU1 → host memory (bounce buffer) → NIC
+    ax.annotate("", xy=(1.6, 1.6), xytext=(2.65, 4.2),
                 arrowprops=dict(arrowstyle="->", color="red", lw=1.2, ls="--"))
-    ax.annotate("", xy=(2.6, 1.4), xytext=(3.7, 1.4),
+    ax.annotate("", xy=(3.7, 1.15), xytext=(3.1, 1.15),
                 arrowprops=dict(arrowstyle="->", color="red", lw=1.2, ls="--"))
-    ax.text(2.9, 3.35, f"bounce via host\n(PCIe Gen5 {pcie / 1e9:.0f} GB/s/dir)", color="red", fontsize=6.5)
+    ax.text(0.4, 3.3, "bounce via\nhost memory", color="red", fontsize=6)
     return ax
 
 
@@ -698,7 +699,9 @@ def demo_pipeline_parallel(rank: int, world_size: int, model: str | ModelConfig 
     """Spawn target: one pipeline stage per rank; forward the same batch with each number of
     micro-batches in ``microbatches``.  Returns ``{"logits": {M: [B, T, V] (last stage) or
     None}, "events": {M: [...]}, "layers": (start, end), "sent_bytes": int}`` (timings of the
-    last of ``repeat`` runs; a barrier aligns ``t0`` across ranks)."""
+    fastest of ``repeat`` runs, in s after a ``t0`` that rank 0 broadcasts after a barrier:
+    ``time.perf_counter`` is the system-wide monotonic clock on Linux, so on one machine the
+    ranks' events share one time axis; across machines the axis is only as good as the barrier)."""
     import torch.distributed as dist
 
     from .launch import rank_device
@@ -709,10 +712,17 @@ def demo_pipeline_parallel(rank: int, world_size: int, model: str | ModelConfig 
     comm = CommCounter()
     logits, events = {}, {}
     for M in microbatches:
+        best = math.inf
         for _ in range(repeat):
             dist.barrier()
-            res = pipeline_forward(dec, ids, M, comm, t0=time.perf_counter())
-        logits[M], events[M] = res["logits"], res["events"]
+            t0 = torch.tensor([time.perf_counter()], dtype=torch.float64, device=dev)
+            dist.broadcast(t0, src=0)  # one time origin for every rank (not counted: 8 bytes)
+            res = pipeline_forward(dec, ids, M, comm, t0=float(t0.item()))
+            span = torch.tensor([max(e["end"] for e in res["events"])], dtype=torch.float64, device=dev)
+            dist.all_reduce(span, op=dist.ReduceOp.MAX)  # every rank makes the same choice
+            if span.item() < best:  # keep the fastest run: the least disturbed by other processes
+                best = span.item()
+                logits[M], events[M] = res["logits"], res["events"]
     return {"logits": logits, "events": events, "layers": res["layers"], "sent_bytes": comm.handed.get("send", 0)}
 
 

@@ -44,7 +44,7 @@ __all__ = [
     # measured roofline
     "MeasuredRoofline", "stream_bandwidth", "matmul_flops", "cpu_supports_bf16", "measure_roofline",
     # decode loop
-    "DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_greedy_decode",
+    "DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_peer_model", "hf_greedy_decode",
     "time_prefill", "time_decode_step",
 ]
 
@@ -66,7 +66,7 @@ def _cfg(cfg):
     raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig, a preset name or a parameter count")
 
 
-def _hw(hw):
+def _hw(hw) -> "HardwareSpec | MeasuredRoofline":
     if isinstance(hw, str):
         return hardware(hw)
     if hasattr(hw, "hbm_bandwidth") and hasattr(hw, "flops"):
@@ -93,12 +93,18 @@ def _kv():
 
 def _kv_bytes(cfg: ModelConfig, batch: int, tokens: int, dtype: str) -> int:
     """Bytes of the KV cache holding ``tokens`` positions for ``batch`` sequences (windows and
-    MLA handled by :func:`llm_dataflow.kv.kv_cache_bytes`)."""
+    MLA handled by :func:`llm_dataflow.kv.kv_cache_bytes`, which is ``batch ×`` one sequence's)."""
     if tokens == 0:
         return 0
-    return int(_kv().kv_cache_bytes(cfg, batch=batch, seq_len=tokens, dtype=dtype))
+    return batch * _kv_seq_bytes(cfg, tokens, dtype)
 
 
+@functools.lru_cache(maxsize=4096)
+def _kv_seq_bytes(cfg: ModelConfig, tokens: int, dtype: str) -> int:
+    return int(_kv().kv_cache_bytes(cfg, seq_len=tokens, batch=1, dtype=dtype))
+
+
+@functools.lru_cache(maxsize=1024)
 def _kv_token_bytes(cfg: ModelConfig, dtype: str) -> int:
     """Bytes one new token adds to the KV cache, summed over layers (chapter 06's formula)."""
     return int(_kv().kv_bytes_per_token(cfg, dtype=dtype))
@@ -490,7 +496,8 @@ def prefill_lower_bound(cfg, hw, prompt_len: int, batch: int = 1, dtype: str = "
 
 
 def critical_batch(cfg, hw, context_len: int = 0, dtype: str = "bf16", *, max_batch: int = 2**20,
-                   **kw) -> float:
+                   compute_dtype: str | None = None, kv_dtype: str | None = None,
+                   embedding: str = "table") -> float:
     """The smallest batch B at which a decode step turns compute-bound (``compute_s >
     memory_s``), or ``math.inf`` if it never does up to ``max_batch`` (long contexts: the
     per-sequence KV read grows as fast as the FLOPs, so batching stops helping).
@@ -499,16 +506,28 @@ def critical_batch(cfg, hw, context_len: int = 0, dtype: str = "bf16", *, max_ba
     ``B* = b · F / (2 · BW)`` = bytes per weight × ridge point / 2 — for BF16 on an H100 SXM,
     ``2 · 989.4e12 / (2 · 3.35e12)`` ≈ 295.3, so B = 296.
 
+    Keyword options as for :func:`decode_step_bounds`; the result agrees with its ``bound``.
+
     Returns:
         int batch, or ``math.inf``.
 
     Raises:
         ValueError: ``context_len`` < 0, unknown hardware or dtype.
     """
-    def compute_bound(b):
-        return decode_step_bounds(cfg, hw, b, context_len, dtype, **kw).bound == "compute"
-
     require_positive("max_batch", max_batch)
+    require_nonnegative("context_len", context_len)
+    hw, cfg = _hw(hw), _cfg(cfg)
+    peak, bw = _peak(hw, dtype, compute_dtype), hw.hbm_bandwidth
+    # per-sequence terms, computed once: FLOPs f and KV bytes k are exactly linear in B
+    # (decode_step_flops = B·f, decode_step_bytes = weights(B) + B·k); only the weights term
+    # depends on B non-linearly (MoE experts touched, gathered embedding rows)
+    f = decode_step_flops(cfg, 1, context_len)
+    k = (decode_step_bytes(cfg, 1, context_len, dtype, kv_dtype=kv_dtype, embedding=embedding)
+         - decode_weight_bytes(cfg, 1, dtype, embedding=embedding))
+
+    def compute_bound(b):  # the test of StepBounds.bound, without recounting the model
+        return b * f / peak > (decode_weight_bytes(cfg, b, dtype, embedding=embedding) + b * k) / bw
+
     if compute_bound(1):
         return 1
     hi = 1
@@ -803,12 +822,14 @@ class DecodeBandwidth:
 
     Attributes:
         model_bytes: bytes of all stored weights in the run's dtype (B).
-        bytes_per_step: bytes a step must read (B): weights with the embedding as gathered rows,
-            plus the KV cache at the mean context of the timed steps, plus the new KV write
-            (:func:`decode_step_bytes`).
-        steps_per_s: decode steps per second (measured, median of the repeats).
+        bytes_per_step: bytes a step must read (B): weights with the embedding as one gathered
+            row, plus the KV cache at the mean context of the timed steps, plus the new KV write
+            (:func:`decode_step_bytes` with ``embedding="rows"``).
+        steps_per_s: decode steps per second (measured; median over the rounds).
         achieved_bandwidth: ``bytes_per_step × steps_per_s`` (B/s).
-        peak_bandwidth: measured STREAM bandwidth (B/s).
+        peak_bandwidth: measured STREAM bandwidth (B/s; median over the rounds, or as given).
+        fraction: median over the rounds of achieved ÷ peak, each round's peak measured right
+            before its decode run (so that other load on the machine affects both alike).
         run: the last :class:`DecodeRun`.
     """
 
@@ -817,12 +838,8 @@ class DecodeBandwidth:
     steps_per_s: float
     achieved_bandwidth: float
     peak_bandwidth: float
+    fraction: float
     run: DecodeRun
-
-    @property
-    def fraction(self) -> float:
-        """``achieved_bandwidth / peak_bandwidth``."""
-        return self.achieved_bandwidth / self.peak_bandwidth
 
 
 _TORCH_TO_NAME = {v: k for k, v in _TORCH_DTYPES.items()}
@@ -839,12 +856,13 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
                      peak_bandwidth: float | None = None, seed: int = 0) -> DecodeBandwidth:
     """Run :func:`greedy_decode` at batch 1 and report the bandwidth it achieves.
 
-    The prompt is ``prompt_len`` seeded random ids; ``n_new`` tokens are generated ``repeat``
-    times (median steps/s is reported).  The peak is measured with :func:`stream_bandwidth`
-    (best of copy and triad) right before, unless given.
+    The prompt is ``prompt_len`` seeded random ids; ``n_new`` tokens are generated in each of
+    ``repeat`` rounds.  Unless ``peak_bandwidth`` (B/s) is given, each round first measures the
+    peak with :func:`stream_bandwidth` (best of copy and triad), so peak and decode see the same
+    machine load.  Medians over the rounds are reported.
 
     Raises:
-        ValueError: ``prompt_len``/``n_new``/``repeat`` out of range, unsupported model dtype.
+        ValueError: ``prompt_len``/``repeat`` < 1, ``n_new`` < 2, unsupported model dtype.
     """
     import statistics
 
@@ -854,23 +872,36 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
     require_positive("repeat", repeat)
     if not isinstance(n_new, int) or n_new < 2:
         raise ValueError(f"n_new={n_new!r} is not allowed; it must be an integer >= 2")
+    if peak_bandwidth is not None:
+        require_positive("peak_bandwidth", peak_bandwidth, integer=False)
     dev = next(model.parameters()).device
     dtype = _model_dtype_name(model)
-    if peak_bandwidth is None:
-        peak_bandwidth = max(stream_bandwidth(k, dev=dev) for k in ("copy", "triad"))
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (1, prompt_len), generator=g).to(dev)
-    greedy_decode(model, ids, 2)  # warm-up: allocator, thread pool
-    runs = [greedy_decode(model, ids, n_new) for _ in range(repeat)]
-    steps_per_s = statistics.median(r.n_steps / r.decode_s for r in runs)
-    mean_ctx = prompt_len + (n_new - 1) // 2  # step i reads prompt_len + i cached positions
+    # step i (1 … n_new − 1) reads prompt_len + i − 1 cached positions: the mean, rounded down
+    mean_ctx = prompt_len + (n_new - 2) // 2
     nbytes = decode_step_bytes(cfg, 1, mean_ctx, dtype, embedding="rows")
+    greedy_decode(model, ids, 2)  # warm-up: allocator, thread pool
+    peaks, rates, run = [], [], None
+    for _ in range(repeat):
+        peaks.append(peak_bandwidth or max(stream_bandwidth(k, dev=dev) for k in ("copy", "triad")))
+        run = greedy_decode(model, ids, n_new)
+        rates.append(run.n_steps / run.decode_s)
+    steps_per_s = statistics.median(rates)
+    fraction = statistics.median(nbytes * r / p for r, p in zip(rates, peaks))
     return DecodeBandwidth(weight_bytes(cfg, dtype), nbytes, steps_per_s, nbytes * steps_per_s,
-                           peak_bandwidth, runs[-1])
+                           statistics.median(peaks), fraction, run)
 
 
-def _hf_model_from(model, cfg: ModelConfig):
-    """A ``transformers`` LlamaForCausalLM holding exactly ``model``'s weights."""
+def hf_peer_model(model, cfg: ModelConfig):
+    """A Hugging Face ``transformers`` ``LlamaForCausalLM`` holding exactly ``model``'s weights
+    (same dtype and device), for comparing decode loops on identical weights.  The Decoder's
+    ``state_dict`` keys are the Hugging Face names, so the weights load one to one.
+
+    Raises:
+        ValueError: a config the Llama class cannot represent (MoE, biases, sliding window), or a
+            state-dict mismatch.
+    """
     from transformers import LlamaConfig, LlamaForCausalLM
 
     if cfg.model_type not in ("llama", "mistral") or cfg.is_moe or cfg.attention_bias or cfg.sliding_window:
@@ -916,7 +947,7 @@ def hf_greedy_decode(model, cfg: ModelConfig, input_ids: torch.Tensor, max_new_t
     if not isinstance(max_new_tokens, int) or max_new_tokens < 2:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} is not allowed; it must be an integer >= 2")
     require_positive("repeat", repeat)
-    hf = hf_model or _hf_model_from(model, cfg)
+    hf = hf_model or hf_peer_model(model, cfg)
     dev = input_ids.device
     stamps: list[float] = []
 

@@ -6,12 +6,7 @@ import llm_dataflow as ldf
 from llm_dataflow.batching import Request, ServeResult
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny model: thread start-up costs more than the work
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -63,3 +63,20 @@ def test_measure_helpers():
     with pytest.raises(ValueError, match="repeat=0"):
         ldf.time_fn(lambda: None, repeat=0)
     assert "CPU" in ldf.describe_device(ldf.device("cpu"))
+
+
+def test_torch_threads_and_seed_all():
+    import pandas as pd
+    import torch
+
+    before = torch.get_num_threads()
+    with ldf.torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="n=0"):
+        ldf.torch_threads(0)
+    ldf.seed_all(0)
+    a = torch.randn(3)
+    ldf.seed_all(0)
+    assert torch.equal(a, torch.randn(3))
+    assert pd.get_option("display.width") == 100_000 and pd.get_option("display.max_colwidth") is None

@@ -10,12 +10,7 @@ import llm_dataflow as ldf
 from llm_dataflow.quant import pack_int4, quantize_weight, unpack_int4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: thread start-up costs more than the work
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # --- packing -------------------------------------------------------------------------------------

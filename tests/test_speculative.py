@@ -8,12 +8,7 @@ import torch
 import llm_dataflow as ldf
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: thread start-up costs more than the work
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_formula_values_and_limits():

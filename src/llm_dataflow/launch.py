@@ -39,8 +39,8 @@ import traceback
 
 import torch
 
-__all__ = ["run_distributed", "rank_device", "pick_backend", "free_port", "DEMOS", "hello", "demo_fail",
-           "demo_sleep", "main"]
+# the demo targets (hello, demo_fail, demo_sleep) and main() stay under ldf.launch.*
+__all__ = ["run_distributed", "rank_device", "pick_backend", "free_port", "DEMOS"]
 
 #: Demo targets runnable as ``python -m llm_dataflow.launch NAME`` (or under torchrun).
 #: Each is ``"module:function"`` taking ``(rank, world_size)`` and returning a picklable summary.
@@ -274,6 +274,17 @@ def run_distributed(target, world_size: int, *args, backend: str | None = None,
             c.close()
 
 
+def _summary(obj):
+    """Printable form of a result: tensors as ``tensor(shape, dtype)``, containers recursively."""
+    if isinstance(obj, torch.Tensor):
+        return f"tensor{tuple(obj.shape)} {str(obj.dtype).replace('torch.', '')}"
+    if isinstance(obj, dict):
+        return {k: _summary(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_summary(v) for v in obj) if type(obj) in (list, tuple) else obj
+    return obj
+
+
 def _resolve(name: str):
     spec = DEMOS.get(name, name)
     if ":" not in spec:
@@ -317,10 +328,10 @@ def main(argv: list[str] | None = None) -> int:
             dist.destroy_process_group()
         if rank == 0:
             for r, res in enumerate(gathered):
-                print(f"rank {r}: {res}")
+                print(f"rank {r}: {_summary(res)}")
         return 0
     for r, res in enumerate(run_distributed(target, a.nproc, backend=a.backend, timeout_s=a.timeout)):
-        print(f"rank {r}: {res}")
+        print(f"rank {r}: {_summary(res)}")
     return 0
 
 

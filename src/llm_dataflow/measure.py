@@ -124,3 +124,22 @@ def seed_all(seed: int = 0) -> None:
     except ImportError:  # pragma: no cover - pandas is a dependency
         return
     pd.set_option("display.width", 100_000, "display.max_columns", None, "display.max_colwidth", None)
+
+
+def host_to_device_seconds(tensors, dev: torch.device | str, pinned: bool, repeat: int = 5) -> float | None:
+    """Median seconds to copy ``tensors`` (a tensor or an iterable of tensors) from host memory to
+    ``dev``, from pageable memory (``pinned=False``: the driver stages through its own pinned
+    buffer) or from page-locked memory (``pinned=True``: DMA straight from the source, issued
+    ``non_blocking``).  Returns ``None`` when ``dev`` is the CPU: there is no host → device hop.
+
+    Raises:
+        ValueError: ``repeat`` < 1.
+    """
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat={repeat!r} is not allowed; it must be an integer >= 1")
+    dev = torch.device(dev)
+    if dev.type == "cpu":
+        return None
+    ts = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+    src = [t.pin_memory() if pinned else t for t in ts]
+    return time_fn(lambda: [t.to(dev, non_blocking=pinned) for t in src], repeat=repeat, warmup=1, dev=dev)

@@ -41,7 +41,7 @@ from .config import ModelConfig
 
 __all__ = [
     "Decoder", "DecoderLayer", "KVCache", "rms_norm", "rope_cos_sin", "apply_rope",
-    "attention_reference", "swiglu", "route", "StepContext",
+    "attention_reference", "swiglu", "route", "StepContext", "row_range",
 ]
 
 
@@ -193,6 +193,25 @@ def route(x: torch.Tensor, gate_weight: torch.Tensor, k: int, norm_topk_prob: bo
 
 
 # --- KV cache ---------------------------------------------------------------------------------
+def row_range(index, batch: int) -> tuple[int, int]:
+    """``(first, stop)`` rows of a cache of ``batch`` rows selected by ``index`` (an int or a
+    contiguous slice); shared by every cache's ``rows()``.
+
+    Raises:
+        ValueError: a non-contiguous selection or rows out of range.
+    """
+    if isinstance(index, int):
+        if not 0 <= index < batch:
+            raise ValueError(f"row={index} is out of range; allowed 0..{batch - 1}")
+        index = slice(index, index + 1)
+    if not isinstance(index, slice) or index.step not in (None, 1):
+        raise ValueError(f"rows={index!r} is not allowed; give an int or a contiguous slice")
+    r0, r1, _ = index.indices(batch)
+    if r1 <= r0:
+        raise ValueError(f"rows={index!r} selects no row of a batch of {batch}")
+    return r0, r1
+
+
 class KVCache:
     """Preallocated contiguous KV cache: per layer K and V ``[B, H_kv, max_len, d_h]``.
 
@@ -263,15 +282,7 @@ class KVCache:
         Raises:
             ValueError: a non-contiguous selection or rows out of range.
         """
-        if isinstance(index, int):
-            if not 0 <= index < self.batch:
-                raise ValueError(f"row={index} is out of range; allowed 0..{self.batch - 1}")
-            index = slice(index, index + 1)
-        if not isinstance(index, slice) or index.step not in (None, 1):
-            raise ValueError(f"rows={index!r} is not allowed; give an int or a contiguous slice")
-        r0, r1, _ = index.indices(self.batch)
-        if r1 <= r0:
-            raise ValueError(f"rows={index!r} selects no row of a batch of {self.batch}")
+        r0, r1 = row_range(index, self.batch)
         k = [t[r0:r1] for t in self.k]
         v = [t[r0:r1] for t in self.v]
         return KVCache(self.cfg, r1 - r0, self.max_len, _storage=(self._buf, k, v, self.lengths[r0:r1]))

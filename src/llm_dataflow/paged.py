@@ -339,15 +339,9 @@ class PagedKVCache:
         Raises:
             ValueError: non-contiguous or out-of-range rows.
         """
-        if isinstance(index, int):
-            if not 0 <= index < self.batch:
-                raise ValueError(f"row={index} is out of range; allowed 0..{self.batch - 1}")
-            index = slice(index, index + 1)
-        if not isinstance(index, slice) or index.step not in (None, 1):
-            raise ValueError(f"rows={index!r} is not allowed; give an int or a contiguous slice")
-        r0, r1, _ = index.indices(self.batch)
-        if r1 <= r0:
-            raise ValueError(f"rows={index!r} selects no row of a batch of {self.batch}")
+        from .model import row_range
+
+        r0, r1 = row_range(index, self.batch)
         return PagedKVCache(self.cfg, 0, 0, max_len=self.max_len, _view=(self._st, self._r0 + r0, r1 - r0))
 
     def _check_row(self, row):

@@ -217,3 +217,13 @@ def test_minilm_config_is_rejected_clearly():
     path = next(folder.rglob("config.json"))
     with pytest.raises(ValueError, match="model_type='bert'"):
         ldf.ModelConfig.from_hf(path)
+
+
+def test_from_hf_keeps_rope_scaling():
+    llama31 = dict(LLAMA3_8B_JSON, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    assert ldf.ModelConfig.from_hf(llama31).rope_scaling["rope_type"] == "llama3"
+    v5 = dict(LLAMA3_8B_JSON, rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0})
+    cfg = ldf.ModelConfig.from_hf(v5)
+    assert cfg.rope_scaling == {"rope_type": "llama3", "factor": 8.0} and cfg.rope_theta == 500000.0
+    assert ldf.ModelConfig.from_hf(LLAMA3_8B_JSON).rope_scaling is None

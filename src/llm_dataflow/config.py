@@ -47,6 +47,9 @@ class ModelConfig:
     MLA fields (DeepSeek-V2/V3, arXiv:2405.04434): ``kv_lora_rank``, ``q_lora_rank``,
     ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``.
 
+    ``rope_scaling`` is kept exactly as ``config.json`` gives it (``None`` = plain RoPE); the
+    decoder implements what it supports and rejects the rest by name.
+
     Attention window: ``sliding_window`` (tokens) and ``layer_types`` (one of
     ``"full_attention"`` / ``"sliding_attention"`` per layer; ``None`` = every layer sliding when
     ``sliding_window`` is set, else every layer full).
@@ -76,6 +79,7 @@ class ModelConfig:
     mlp: str = "swiglu"
     position: str = "rope"
     rope_theta: float = 10000.0
+    rope_scaling: dict | None = None  # config.json's rope_scaling, e.g. Llama 3.1's {"rope_type": "llama3", ...}
     n_routed_experts: int = 0
     n_experts_per_token: int = 0
     n_shared_experts: int = 0
@@ -246,6 +250,7 @@ class ModelConfig:
                   max_position_embeddings=c.get("max_position_embeddings"),
                   norm_eps=c.get("rms_norm_eps", 1e-6 if mt in ("qwen2", "qwen3", "qwen3_moe", "gemma2") else 1e-5),
                   rope_theta=float(rope), attention_bias=bool(c.get("attention_bias", False)),
+                  rope_scaling=_rope_scaling(c),
                   attention_out_bias=bool(c.get("attention_bias", False)) and mt in ("llama", "qwen3", "qwen3_moe"),
                   mlp_bias=bool(c.get("mlp_bias", False)),
                   source=f"config.json ({mt})")
@@ -277,7 +282,9 @@ class ModelConfig:
             step = c.get("decoder_sparse_step", 1)
             only = set(c.get("mlp_only_layers") or [])
             kw.update(n_routed_experts=need("num_experts"), n_experts_per_token=need("num_experts_per_tok"),
-                      moe_d_ff=need("moe_intermediate_size"), norm_topk_prob=bool(c.get("norm_topk_prob", True)),
+                      moe_d_ff=need("moe_intermediate_size"),
+                      # transformers' Qwen3MoeConfig defaults norm_topk_prob to False
+                      norm_topk_prob=bool(c.get("norm_topk_prob", False)),
                       dense_layers=tuple(i for i in range(n) if i in only or (i + 1) % step))
         if mt == "deepseek_v3":
             n = kw["n_layers"]
@@ -292,6 +299,16 @@ class ModelConfig:
             if c.get("head_dim") is None:
                 kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
         return cls(**kw)
+
+
+def _rope_scaling(c: dict) -> dict | None:
+    """``rope_scaling`` of a config.json; transformers 5 writes it into ``rope_parameters`` instead."""
+    if c.get("rope_scaling"):
+        return dict(c["rope_scaling"])
+    rp = c.get("rope_parameters") or {}
+    if rp.get("rope_type", "default") != "default":
+        return {k: v for k, v in rp.items() if k != "rope_theta"}
+    return None
 
 
 # --- checkpoint tensors ---------------------------------------------------------------------
@@ -616,7 +633,9 @@ _add(ModelConfig(name="Llama-3-8B", model_type="llama", n_layers=32, d_model=409
                  published_precision=10_000_000))
 _add(ModelConfig(name="Llama-3.1-70B", model_type="llama", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
                  head_dim=128, d_ff=28672, vocab_size=128256, max_position_embeddings=131072,
-                 rope_theta=500000.0, source=_hf("meta-llama/Llama-3.1-70B"), published_params=70_600_000_000,
+                 rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+                 source=_hf("meta-llama/Llama-3.1-70B"), published_params=70_600_000_000,
                  published_precision=100_000_000))
 _add(ModelConfig(name="Mistral-7B-v0.1", model_type="mistral", n_layers=32, d_model=4096, n_heads=32,
                  n_kv_heads=8, head_dim=128, d_ff=14336, vocab_size=32000, max_position_embeddings=32768,

@@ -11,6 +11,7 @@ checkpoint stores.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -79,7 +80,8 @@ class ModelConfig:
     mlp: str = "swiglu"
     position: str = "rope"
     rope_theta: float = 10000.0
-    rope_scaling: dict | None = None  # config.json's rope_scaling, e.g. Llama 3.1's {"rope_type": "llama3", ...}
+    # config.json's rope_scaling, e.g. Llama 3.1's {"rope_type": "llama3", ...}; not part of the hash
+    rope_scaling: dict | None = field(default=None, hash=False)
     n_routed_experts: int = 0
     n_experts_per_token: int = 0
     n_shared_experts: int = 0
@@ -361,6 +363,11 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
     GPT-2 uses its own names and Conv1D layout ``[in, out]``.  Phi-3 checkpoints fuse q/k/v and
     gate/up into one tensor each; they are listed unfused here (same element count).
     """
+    return list(_tensor_specs(cfg))
+
+
+@functools.lru_cache(maxsize=256)  # calculators evaluate whole grids of presets
+def _tensor_specs(cfg: ModelConfig) -> tuple:
     out: list[TensorSpec] = []
     D, V = cfg.d_model, cfg.vocab_size
     if cfg.model_type == "gpt2":
@@ -379,7 +386,7 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
                 TensorSpec("transformer.ln_f.bias", (D,), "norm")]
         if not cfg.tie_embeddings:
             out.append(TensorSpec("lm_head.weight", (V, D), "lm_head", D))
-        return out
+        return tuple(out)
 
     def norm(name, size, layer):
         out.append(TensorSpec(f"{name}.weight", (size,), "norm", None, layer))
@@ -431,9 +438,10 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
     norm("model.norm", D, None)
     if not cfg.tie_embeddings:
         out.append(TensorSpec("lm_head.weight", (V, D), "lm_head", D))
-    return out
+    return tuple(out)
 
 
+@functools.lru_cache(maxsize=1024)
 def param_count(cfg: ModelConfig, active: bool = False) -> int:
     """Exact parameter count of ``cfg`` (tied embeddings counted once).
 
@@ -445,7 +453,7 @@ def param_count(cfg: ModelConfig, active: bool = False) -> int:
     the presets' docstrings/notes explain any gap.
     """
     total = 0
-    for t in tensor_specs(cfg):
+    for t in _tensor_specs(cfg):
         if active and t.role == "expert" and t.expert >= cfg.n_experts_per_token:
             continue
         total += t.numel
@@ -537,6 +545,7 @@ class QuantSpec:
         return nbytes
 
 
+@functools.lru_cache(maxsize=4096)
 def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None = None) -> int:
     """Bytes of all weights of ``cfg`` stored in ``dtype`` (int; tied embeddings once).
 
@@ -550,7 +559,7 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None 
     check_dtype(dtype)
     bits = dtype_bits(dtype)
     total = 0
-    for t in tensor_specs(cfg):
+    for t in _tensor_specs(cfg):
         if quant is not None and t.in_features is not None and t.role not in quant.keep:
             total += quant.tensor_bytes(t.shape, t.in_features)
         else:

@@ -24,6 +24,7 @@ test: install
 	$(PY) -m pytest
 
 notebooks: install
+	$(PY) tools/notebook_hygiene.py --fix
 	$(PY) tools/execute_notebooks.py
 
 lab: install

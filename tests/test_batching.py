@@ -39,6 +39,22 @@ def test_invariants_and_equal_to_solo_decoding(model, serve):
         assert res.tokens[r.rid] == solo
 
 
+def test_static_prefills_the_batch_in_one_padded_forward(model):
+    g = torch.Generator().manual_seed(5)
+    lens, outs = [3, 7, 2, 5, 4], [4, 1, 6, 3, 2]
+    reqs = [Request(i, 0.0, torch.randint(0, 256, (p,), generator=g), n) for i, (p, n) in enumerate(zip(lens, outs))]
+    cost = ldf.StepCost(fixed_s=1e-3, per_token_s=1e-4)
+    res = ldf.serve_static(model, reqs, max_batch=4, clock=cost)
+    ldf.check_schedule(res)
+    prefills = [(t, rows) for t, rows, _, kind in res.timeline if kind == "prefill"]
+    assert [rows for _, rows in prefills] == [4, 1]  # one prefill forward per batch
+    t_pf = cost(4 * 7)  # B·T_max positions: the padded prefill of the first batch
+    assert [res.token_times[i][0] for i in range(4)] == [pytest.approx(t_pf)] * 4  # same first-token time
+    assert res.token_times[0][1] == pytest.approx(t_pf + cost(4))  # then one decode step of 4 rows
+    for r in reqs:  # padding never changes a token
+        assert res.tokens[r.rid] == model.generate(r.prompt[None], r.output_len)[0, r.prompt_len:].tolist()
+
+
 def test_continuous_beats_static_on_the_cost_model(model):
     reqs = ldf.make_workload(16, rate_per_s=300.0, prompt_len=(3, 9), output_len=(1, 20), seed=2)
     m = {f.__name__: ldf.serving_metrics(f(model, reqs, 4, ldf.StepCost())) for f in

@@ -137,10 +137,15 @@ class _Engine:
         self.cache = model.new_cache(max_batch, max_len)
         self.now = 0.0
 
-    def forward(self, ids: torch.Tensor, cache, n_tokens: int) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, cache, n_tokens: int, last=None) -> torch.Tensor:
+        """One forward; returns the greedy token at position ``last[b]`` of each row (the final
+        position when ``last`` is None).  ``n_tokens`` = B·T positions computed (padding included)."""
         t0 = time.perf_counter()
-        logits = self.model(ids, cache, last_only=True)
-        nxt = logits[:, -1].argmax(-1)
+        if last is None:
+            nxt = self.model(ids, cache, last_only=True)[:, -1].argmax(-1)
+        else:
+            logits = self.model(ids, cache)  # [B, T, V]: each row's last real position differs
+            nxt = logits[torch.arange(ids.shape[0]), last].argmax(-1)
         dt = time.perf_counter() - t0
         self.now += dt if self.clock_kind == "wall" else self.clock_kind(n_tokens)
         return nxt
@@ -164,9 +169,12 @@ def _new_result(policy, requests, clock):
 @torch.inference_mode()
 def serve_static(model, requests: list, max_batch: int = 8, clock="wall") -> ServeResult:
     """Static batching: when the engine is idle, take up to ``max_batch`` arrived requests (FIFO; if
-    none has arrived, jump to the next arrival), prefill each into its row, then decode all rows
-    together until the longest finishes.  Finished rows keep being computed (fed token 0, output
-    discarded) — the padding waste of static batching; new arrivals wait for the whole batch.
+    none has arrived, jump to the next arrival), prefill them **in one forward** — prompts
+    right-padded to the batch's longest, ``[B, T_max]``, so every row gets its first token at the
+    same time — then decode all rows together (ragged cache, T = 1) until the longest finishes.
+    Two kinds of padding waste: the prefill computes ``B·T_max`` positions for ``Σ_b T_b`` useful
+    ones, and finished rows keep being computed in decode (fed token 0, output discarded).  New
+    arrivals wait for the whole batch.
 
     Args:
         model: a :class:`~llm_dataflow.model.Decoder`.  requests: from :func:`make_workload`.
@@ -188,12 +196,22 @@ def serve_static(model, requests: list, max_batch: int = 8, clock="wall") -> Ser
             i += 1
         B = len(batch)
         eng.cache.reset()
-        last = []
-        for row, r in enumerate(batch):  # prefill one request per forward, into its own row
-            tok = int(eng.forward(r.prompt[None], eng.cache.rows(row), r.prompt_len)[0])
+        # one prefill forward for the whole batch: prompts right-padded with token 0 to T_max.
+        # Causal masking keeps every real position blind to the pads after it, so row b's logits
+        # at position T_b − 1 are exactly its unpadded prefill's; the pads' K/V land beyond T_b and
+        # are forgotten by setting lengths[b] = T_b (entries past a row's length are masked).
+        # Cost: B·T_max positions computed for Σ T_b useful ones.
+        lens = [r.prompt_len for r in batch]
+        T_max = max(lens)
+        ids = torch.zeros(B, T_max, dtype=batch[0].prompt.dtype)
+        for row, r in enumerate(batch):
+            ids[row, :r.prompt_len] = r.prompt
+        rows = eng.cache.rows(slice(0, B))
+        last = eng.forward(ids, rows, B * T_max, last=torch.tensor(lens) - 1).tolist()
+        rows.lengths.copy_(torch.tensor(lens))
+        for r, tok in zip(batch, last):
             _record(res, r.rid, tok, eng.now)
-            res.timeline.append((eng.now, 1, 1, "prefill"))
-            last.append(tok)
+        res.timeline.append((eng.now, B, B, "prefill"))
         while any(len(res.tokens[r.rid]) < r.output_len for r in batch):
             live = [len(res.tokens[r.rid]) < r.output_len for r in batch]
             ids = torch.tensor([[t if ok else 0] for t, ok in zip(last, live)])

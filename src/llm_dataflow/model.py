@@ -61,32 +61,86 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     if not eps > 0:
         raise ValueError(f"eps={eps!r} is not allowed; it must be > 0")
     xf = x.float()
-    # read x once for the mean of squares, once more for the scale: 2·numel reads, numel writes
+    # a fused kernel reads x once (the row stays on chip for the mean of squares and the scale) and
+    # writes it once: numel reads + numel writes (+ D weights), what ops.analytic_op_costs counts
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     return weight * xf.to(x.dtype)
 
 
-def _inv_freq(head_dim: int, theta: float, device=None) -> torch.Tensor:
+_LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def _rope_type(rope_scaling: dict | None) -> str:
+    """``rope_scaling``'s type: ``"default"`` for ``None``; older config.json files say ``"type"``."""
+    if rope_scaling is None:
+        return "default"
+    if not isinstance(rope_scaling, dict):
+        raise ValueError(f"rope_scaling={rope_scaling!r} is not allowed; give a dict (config.json's) or None")
+    return rope_scaling.get("rope_type", rope_scaling.get("type", "default"))
+
+
+def _check_rope_scaling(rope_scaling: dict | None) -> None:
+    """Raise ``ValueError`` unless ``rope_scaling`` is ``None``, ``"default"`` or a complete ``"llama3"``."""
+    rt = _rope_type(rope_scaling)
+    if rt == "default":
+        return
+    if rt != "llama3":
+        raise ValueError(f"rope_scaling={rope_scaling!r} has rope_type={rt!r}, which the Decoder does not "
+                         "implement; allowed: None / 'default' (plain RoPE) or 'llama3'")
+    missing = [k for k in _LLAMA3_KEYS if k not in rope_scaling]
+    if missing:
+        raise ValueError(f"rope_scaling={rope_scaling!r} (rope_type 'llama3') lacks {missing}; it needs "
+                         f"{list(_LLAMA3_KEYS)}")
+    if not rope_scaling["high_freq_factor"] > rope_scaling["low_freq_factor"] > 0:
+        raise ValueError(f"rope_scaling={rope_scaling!r}: llama3 needs high_freq_factor > low_freq_factor > 0")
+    if not rope_scaling["factor"] > 0 or not rope_scaling["original_max_position_embeddings"] > 0:
+        raise ValueError(f"rope_scaling={rope_scaling!r}: factor and original_max_position_embeddings must be > 0")
+
+
+def _inv_freq(head_dim: int, theta: float, device=None, rope_scaling: dict | None = None) -> torch.Tensor:
     # RoFormer eq. 15: θ_i = theta^(-2i/d_h), i = 0 … d_h/2-1; computed as HF does (int64 → fp32)
-    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim))
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim))
+    _check_rope_scaling(rope_scaling)
+    if _rope_type(rope_scaling) == "default":
+        return inv
+    # Llama 3.1 ("llama3"), exactly as transformers' modeling_rope_utils._compute_llama3_parameters:
+    # wavelengths shorter than L_orig/high_freq_factor keep θ_i, longer than L_orig/low_freq_factor
+    # are divided by `factor`, and the band between is interpolated smoothly.
+    rs = rope_scaling
+    factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old_len = rs["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_len / lo, old_len / hi
+    wavelen = 2 * math.pi / inv
+    inv_l = torch.where(wavelen > low_freq_wavelen, inv / factor, inv)
+    smooth = (old_len / wavelen - lo) / (hi - lo)
+    smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
+    medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(medium, smoothed, inv_l)
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float,
+                 rope_scaling: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Cosine and sine tables of rotary position embedding for integer ``positions``.
 
     Shapes: ``positions [...]`` (any shape, integer) → ``cos, sin [..., d_h]`` in FP32, each the
     angles ``p·θ_i`` (``θ_i = theta^(-2i/d_h)``) repeated twice (``cat(f, f)``), the layout of
     Hugging Face ``LlamaRotaryEmbedding`` (Su et al. 2021, arXiv:2104.09864, eq. 15).
 
+    ``rope_scaling`` is ``ModelConfig.rope_scaling`` (config.json's dict).  ``None`` or
+    ``rope_type "default"``: plain RoPE.  ``"llama3"`` (Llama 3.1/3.2/3.3): the frequencies are
+    rescaled as transformers' ``_compute_llama3_parameters`` does (``factor``, ``low_freq_factor``,
+    ``high_freq_factor``, ``original_max_position_embeddings``; attention factor 1).
+
     Raises:
-        ValueError: ``head_dim`` odd or not positive, ``theta`` <= 0.
+        ValueError: ``head_dim`` odd or not positive, ``theta`` <= 0, or ``rope_scaling`` of a
+            type other than default/llama3 (named with its ``rope_type``) or missing llama3 keys.
     """
     if not isinstance(head_dim, int) or head_dim <= 0 or head_dim % 2:
         raise ValueError(f"head_dim={head_dim!r} is not allowed; RoPE rotates channel pairs, so it must be "
                          "a positive even integer")
     if not theta > 0:
         raise ValueError(f"theta={theta!r} is not allowed; it must be > 0")
-    freqs = positions.to(torch.float32)[..., None] * _inv_freq(head_dim, theta, positions.device)
+    freqs = positions.to(torch.float32)[..., None] * _inv_freq(head_dim, theta, positions.device, rope_scaling)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
 
@@ -523,12 +577,14 @@ class Decoder(nn.Module):
 
     Raises:
         ValueError: an unsupported config field (MLA, LayerNorm, learned positions, GeGLU/GELU,
-            Gemma-2's four norms, DeepSeek's router bias), named.
+            Gemma-2's four norms, DeepSeek's router bias, a ``rope_scaling`` type other than
+            default / ``"llama3"``), named.
     """
 
     def __init__(self, cfg: ModelConfig, dtype: torch.dtype = torch.float32, device=None):
         super().__init__()
         _check_supported(cfg)
+        _check_rope_scaling(cfg.rope_scaling)  # never silently fall back to plain RoPE
         self.cfg = cfg
         self.model = _Model(cfg, dtype, device)
         self.lm_head = (None if cfg.tie_embeddings
@@ -561,7 +617,7 @@ class Decoder(nn.Module):
 
     def _set_rope_table(self, n: int, device=None):
         pos = torch.arange(n, device=device or self.device)
-        cos, sin = rope_cos_sin(pos, self.cfg.head_dim, self.cfg.rope_theta)  # FP32 [n, d_h]
+        cos, sin = rope_cos_sin(pos, self.cfg.head_dim, self.cfg.rope_theta, self.cfg.rope_scaling)  # FP32 [n, d_h]
         self.register_buffer("rope_cos", cos.to(self.dtype), persistent=False)
         self.register_buffer("rope_sin", sin.to(self.dtype), persistent=False)
 

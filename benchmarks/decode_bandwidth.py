@@ -12,7 +12,8 @@ weights and prints the per-token time ratio (target: the book's loop at least as
 
 The default preset ``bench-llama`` (~62 M parameters, ~250 MB in FP32) is larger than a CPU's
 last-level cache, so every step streams its weights from DRAM.  Run it on a quiet machine:
-other processes sharing the cores or the memory bus lower both numbers.
+other processes sharing the cores or the memory bus lower both numbers — and a multi-threaded
+matrix-vector product suffers most, because every operator waits for its slowest thread.
 """
 from __future__ import annotations
 
@@ -35,7 +36,12 @@ def main(argv=None) -> int:
     ap.add_argument("--n-new", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-hf", action="store_true", help="skip the transformers peer")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (default: torch's choice); the STREAM peak is measured "
+                         "with the same count")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(ldf.require_positive("threads", args.threads))
 
     ldf.seed_all(0)
     dev = ldf.device()

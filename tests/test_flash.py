@@ -91,8 +91,16 @@ def test_hbm_accesses_formulas():
     Tc = math.ceil(4096 / Bc)
     assert r["flash_exact"] == 4096 * 64 + 2 * 4096 + 2 * 4096 * 64 + Tc * (3 * 4096 * 64 + 4 * 4096)
     assert r["flash_exact"] < r["standard_exact"]
-    with pytest.raises(ValueError, match="M="):
+    assert r["io_floor"] == 4 * 4096 * 64 and r["flash_theta_above_floor"]
+    assert r["flash_exact"] >= r["io_floor"]
+    with pytest.raises(ValueError, match="M=32 .*d ≤ M ≤ N·d"):
         ldf.attention_hbm_accesses(10, 64, 32)
+    # Theorem 2 needs M ≤ N·d: a 1024-token head of d=64 fits 116,736 elements whole
+    with pytest.raises(ValueError, match="M=116736 .*range"):
+        ldf.attention_hbm_accesses(1024, 64, 116_736)
+    # inside the range but short: Θ with constant 1 falls below the 4·N·d floor, and says so
+    r = ldf.attention_hbm_accesses(1024, 128, 116_736)
+    assert r["flash_theta"] < r["io_floor"] and not r["flash_theta_above_floor"]
 
 
 def test_bad_input():

@@ -157,6 +157,53 @@ def test_matches_hf_llama():
     _compare_with_hf(cfg, LlamaForCausalLM(hc))
 
 
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 32}
+
+
+def test_matches_hf_llama3_rope_scaling_beyond_original_context():
+    # Llama 3.1's rope_scaling scaled down: original context 32, factor 8; positions 0..79 pass 32
+    from transformers import LlamaConfig, LlamaForCausalLM
+    hc = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                     rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+                     rope_scaling=dict(LLAMA3_SCALING))
+    cfg = ldf.ModelConfig.from_hf(hc.to_dict())
+    assert cfg.rope_scaling["rope_type"] == "llama3" and cfg.rope_scaling["factor"] == 8.0
+    hf = LlamaForCausalLM(hc).eval()
+    torch.manual_seed(11)
+    ours = ldf.Decoder(cfg).eval()
+    hf.load_state_dict(ours.state_dict(), strict=True)
+    ids = torch.randint(0, cfg.vocab_size, (2, 80))
+    with torch.inference_mode():
+        torch.testing.assert_close(ours(ids), hf(ids).logits, **TOL)
+    # the scaling changes the result there: plain RoPE differs beyond the original context
+    plain = ldf.Decoder(cfg.replace(rope_scaling=None)).eval()
+    plain.load_state_dict(ours.state_dict())
+    with torch.inference_mode():
+        assert not torch.allclose(plain(ids)[:, 40:], ours(ids)[:, 40:], **TOL)
+    # inverse frequencies equal transformers' own function
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    inv_hf, att = ROPE_INIT_FUNCTIONS["llama3"](hc, "cpu")
+    assert att == 1.0
+    from llm_dataflow.model import _inv_freq
+    torch.testing.assert_close(_inv_freq(16, 10000.0, None, LLAMA3_SCALING), inv_hf, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("scaling, match", [
+    ({"rope_type": "yarn", "factor": 4.0}, "rope_type='yarn'"),
+    ({"type": "linear", "factor": 2.0}, "rope_type='linear'"),
+    ({"rope_type": "llama3", "factor": 8.0}, "lacks"),
+])
+def test_unsupported_rope_scaling_raises(scaling, match):
+    cfg = ldf.model_config("tiny-llama").replace(rope_scaling=scaling)
+    with pytest.raises(ValueError, match="rope_scaling") as ei:
+        ldf.Decoder(cfg)
+    assert match in str(ei.value)
+    with pytest.raises(ValueError, match=match):
+        ldf.rope_cos_sin(torch.arange(4), 8, 10000.0, scaling)
+
+
 def _fuse_experts(sd, cfg):
     """Our (and the on-disk checkpoint's) per-expert tensors → transformers 5's fused 3-D layout:
     ``experts.gate_up_proj [E, 2F, D]`` (gate rows first) and ``experts.down_proj [E, D, F]``."""

@@ -77,3 +77,21 @@ def test_layer_costs_calculator():
         ldf.layer_costs("DeepSeek-V3")
     with pytest.raises(ValueError, match="model"):
         ldf.layer_costs("nope")
+
+
+def test_moe_expert_bytes_use_expected_experts_hit_like_weight_bytes_read():
+    cfg = ldf.model_config("Qwen3-30B-A3B")
+    layer = next(i for i in range(cfg.n_layers) if cfg.is_moe_layer(i))
+    E, k, D, Fe = cfg.n_routed_experts, cfg.n_experts_per_token, cfg.d_model, cfg.moe_d_ff
+    for B in (1, 4, 64):
+        c = ldf.analytic_op_costs(cfg, B, 1, "decode", 100, elem_bytes=2, layer=layer)
+        hit = ldf.expected_experts_hit(E, k, B)
+        assert hit < min(E, B * k) or B == 1  # collisions: fewer than N·k distinct experts
+        # the same expert weight bytes the package's ledger (weight_bytes_read) charges per layer
+        expert_w = sum(t.numel for t in ldf.tensor_specs(cfg) if t.layer == layer and t.role == "expert") * 2
+        assert c["experts (routed)"][1] == pytest.approx(expert_w * hit / E + B * k * (3 * D + 6 * Fe) * 2)
+    # one kernel per matmul everywhere: dense gate and up each read x, as the routed experts do
+    d = ldf.analytic_op_costs(ldf.model_config("tiny-llama"), 2, 3, elem_bytes=4)
+    N, cfgd = 6, ldf.model_config("tiny-llama")
+    assert d["gate_proj"][1] == (N * cfgd.d_model + cfgd.d_model * cfgd.d_ff + N * cfgd.d_ff) * 4
+    assert d["silu*mul"][0] == 6 * N * cfgd.d_ff  # sigmoid 4 + ×g + ×up

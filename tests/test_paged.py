@@ -174,3 +174,14 @@ def test_simulation_is_seeded_and_paging_wastes_less_than_a_block_per_request():
     assert a["paged_fit"] > a["contiguous_max_fit"] == a["capacity_tokens"] // 2048
     lo, hi = ldf.PAGED_ATTENTION_PAPER_UTILISATION
     assert (lo, hi) == (0.204, 0.382)
+
+
+def test_paper_orca_numbers_and_max_policy_is_length_mix_only():
+    lo, hi = ldf.PAGED_ATTENTION_PAPER_UTILISATION
+    orca = ldf.PAGED_ATTENTION_PAPER_ORCA
+    assert (orca["contiguous_max"], orca["contiguous_pow2"], orca["contiguous_oracle"]) == (0.204, 0.268, 0.382)
+    assert min(orca.values()) == lo and max(orca.values()) == hi
+    a = ldf.simulate_kv_memory(300, 2048, 16, seed=1)
+    assert a["contiguous_max_utilisation"] == a["tokens_held"] / (300 * 2048)
+    # paged reservations are for tokens held now: never fewer slots than tokens, < one block more each
+    assert a["tokens_held"] <= a["paged_reserved"] < a["tokens_held"] + 300 * 16

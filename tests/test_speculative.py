@@ -81,3 +81,25 @@ def test_target_contains_draft():
         ldf.build_target_from_draft(draft, "tiny-llama", noise=-1.0)
     with pytest.raises(ValueError):
         ldf.build_target_from_draft(target, "tiny-draft")  # target smaller than the draft
+
+
+def test_accepted_count_pmf_and_positions():
+    pmf = ldf.accepted_count_pmf(0.6, 3)
+    assert pmf == pytest.approx([0.4, 0.24, 0.144, 0.216]) and sum(pmf) == pytest.approx(1.0)
+    # mean of n + 1 under the pmf is the formula
+    assert sum((k + 1) * p for k, p in enumerate(pmf)) == pytest.approx(ldf.expected_tokens_per_step(0.6, 3))
+    # counts 0, 1, 3, 3 with γ = 3: position 1 tested 4× accepted 3×, 2: 3/2, 3: 2/2
+    assert ldf.acceptance_by_position([0, 1, 3, 3], 3) == [(4, 3, 0.75), (3, 2, 2 / 3), (2, 2, 1.0)]
+    rng = random.Random(1)  # i.i.d. Bernoulli steps: every position's rate ≈ α
+    steps = []
+    for _ in range(20000):
+        k = 0
+        while k < 3 and rng.random() < 0.6:
+            k += 1
+        steps.append(k)
+    assert [r for _, _, r in ldf.acceptance_by_position(steps, 3)] == pytest.approx([0.6] * 3, abs=0.02)
+    with pytest.raises(ValueError, match="accepted"):
+        ldf.acceptance_by_position([4], 3)
+    with pytest.raises(ValueError, match="verify_ratio"):
+        ldf.speculative_speedup(0.5, 2, 0.1, verify_ratio=0.0)
+    assert ldf.speculative_speedup(0.5, 2, 0.1, 2.0) == pytest.approx(1.75 / 2.2)

@@ -12,8 +12,10 @@ words ("Disaggregated prefill DOES NOT improve throughput", vLLM docs, *Disaggre
 (experimental)*, docs.vllm.ai/en/latest/features/disagg_prefill/), and gives its two reasons for it:
 tuning TTFT and ITL separately, and controlling tail ITL.  DistServe (Zhong et al. 2024, OSDI,
 "DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large Language Model Serving",
-arXiv:2401.09670) measures the gain as *goodput*: requests per second served within both a TTFT and
-a TPOT target — a latency-constrained rate, not raw tokens/s.
+arXiv:2401.09670) measures the gain as *goodput*: the **maximum request rate** (requests/s; per GPU
+when comparing deployments of different sizes) at which the system still meets an **SLO-attainment
+target** — e.g. 90 % of requests meet both their TTFT SLO and their TPOT SLO.  It is found by sweeping
+the arrival rate, not counted in one run, and it is a latency-constrained rate, not raw tokens/s.
 
 :func:`run_disaggregated` runs the two roles as two processes with chapter 07's launcher
 (:func:`llm_dataflow.launch.run_distributed`, gloo on CPU): rank 0 prefills and sends the KV cache

@@ -166,10 +166,14 @@ def merge_attention_partials(o1, m1, l1, o2, m2, l2):
 def attention_hbm_accesses(N: int, d: int, M: int) -> dict:
     """HBM accesses (elements) of standard vs FlashAttention, from Dao et al. 2022
     (arXiv:2205.14135), Theorem 2 and Algorithms 0/1, for one head, sequence length N, head
-    dimension d, on-chip memory M (elements), with M ≥ d.
+    dimension d, on-chip memory M (elements).  Theorem 2 is stated for ``d ≤ M ≤ N·d``; outside
+    that range it says nothing (``M > N·d`` holds all of Q, K, V on chip), so this raises there.
 
     Returns a dict:
-        ``standard_theta = N·d + N²`` and ``flash_theta = N²·d²/M`` (Theorem 2, constants 1);
+        ``standard_theta = N·d + N²`` and ``flash_theta = N²·d²/M`` (Theorem 2, constants 1:
+        an order of growth, not a count — below ``N = 4·M/d`` it falls under ``io_floor``);
+        ``io_floor = 4·N·d`` (read Q, K, V and write O once: no exact attention does fewer);
+        ``flash_theta_above_floor``: ``flash_theta >= io_floor``;
         ``standard_exact = 4·N·d + 4·N²`` (Algorithm 0: read Q, K; write S; read S; write P;
         read P, V; write O);
         ``flash_exact`` (Algorithm 1 as written: block sizes ``B_c = ⌈M/4d⌉``,
@@ -178,18 +182,22 @@ def attention_hbm_accesses(N: int, d: int, M: int) -> dict:
         ``T_c·(3·N·d + 4·N)``).
 
     Raises:
-        ValueError: non-positive sizes, or ``M < d``.
+        ValueError: non-positive sizes, or ``M`` outside Theorem 2's range ``d ≤ M ≤ N·d``.
     """
     for f, val in (("N", N), ("d", d), ("M", M)):
         require_positive(f, val)
-    if M < d:
-        raise ValueError(f"M={M} is smaller than d={d}; on-chip memory must hold at least one row")
+    if not d <= M <= N * d:
+        raise ValueError(f"M={M} is outside Theorem 2's range d ≤ M ≤ N·d = {d}..{N * d} (N={N}, d={d}); "
+                         "below d on-chip memory cannot hold one row, above N·d all of Q, K, V fit on chip")
     Bc = math.ceil(M / (4 * d))
     Tc = math.ceil(N / Bc)
+    flash_theta = N * N * d * d / M
     return {
         "N": N, "d": d, "M": M,
         "standard_theta": N * d + N * N,
-        "flash_theta": N * N * d * d / M,
+        "flash_theta": flash_theta,
+        "io_floor": 4 * N * d,
+        "flash_theta_above_floor": flash_theta >= 4 * N * d,
         "standard_exact": 4 * N * d + 4 * N * N,
         "flash_exact": (N * d + 2 * N) + 2 * N * d + Tc * (3 * N * d + 4 * N),
         "B_c": Bc, "B_r": min(Bc, d), "T_c": Tc,

@@ -11,7 +11,9 @@ checks that its output equals the layer's), and records for each operator
   explicit matmuls;
 * ``bytes_read`` / ``bytes_written`` — from the sizes of the tensors the operator takes and
   returns (weights included), i.e. the traffic of one kernel per operator that reads each input
-  once and writes each output once;
+  once and writes each output once.  One convention throughout: **one kernel per matmul**, so an
+  input that feeds two matmuls (the normalised x into ``gate_proj`` and ``up_proj``, dense or
+  expert) is read twice;
 * ``flops_analytic`` / ``bytes_analytic`` — the closed-form count of :func:`analytic_op_costs`
   (formulas in its docstring).  Matmul FLOPs: ``2·M·N·K`` (one multiply + one add per term).
 
@@ -24,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from .config import ModelConfig, model_config, tensor_specs
+from .config import ModelConfig, expected_experts_hit, model_config, tensor_specs
 from .model import Decoder, _check_supported, apply_rope, rms_norm, route
 from .units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
@@ -65,13 +67,19 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
     * attention: FLOPs ``4·B·H·T·S·d_h`` (QKᵀ and PV, masked entries included, as dense kernels
       compute them); bytes ``(B·H·T·d_h + 2·B·H_kv·S·d_h + B·H·T·d_h)·e`` (q, K, V, out: a fused
       kernel's traffic, the ``[B, H, T, S]`` scores never leave the chip).
-    * residual add: FLOPs ``N·D``; bytes ``3·N·D·e``.  SiLU·mul: FLOPs ``5·N·F`` (sigmoid ≈ 4),
+    * residual add: FLOPs ``N·D``; bytes ``3·N·D·e``.  SiLU·mul ``silu(g)·u``: FLOPs ``6·N·F``
+      (sigmoid = negate, exp, add, divide, an exp counted as 1 FLOP: 4; then ×g and ×u: 2),
       bytes ``3·N·F·e``.
-    * MoE: router ``2·N·D·E``; routed experts ``N·k·(6·D·F_e + 5·F_e + 2·D)`` FLOPs (matmuls,
+    * dense MLP: ``gate_proj``, ``up_proj``, ``down_proj`` are three linears as above (one kernel
+      per matmul: x is read by ``gate_proj`` and again by ``up_proj``).
+    * MoE: router ``2·N·D·E``; routed experts ``N·k·(6·D·F_e + 6·F_e + 2·D)`` FLOPs (matmuls,
       SiLU·mul, weighted sum) and the weights of the ``active_experts`` that receive at least one
-      token (``3·D·F_e·e`` each; default ``min(E, N·k)``), plus per routed copy of a token
-      ``(2·D + 6·F_e)·e`` (x in, y out; gate, up and act each written and read once: one kernel
-      per matmul); the shared expert likewise with all N tokens: ``(2·N·D + 3·D·F_s + 6·N·F_s)·e``.
+      token (``3·D·F_e·e`` each; default :func:`~llm_dataflow.config.expected_experts_hit`
+      ``E·(1 − (1 − k/E)^N)``, the expectation under *uniform* routing — the same assumption as
+      ``weight_bytes_read``; a real, skewed router hits fewer, and a float results), plus per
+      routed copy of a token ``(3·D + 6·F_e)·e`` (x read by the gate and the up matmul, y
+      written; gate, up and act each written and read once: one kernel per matmul, as dense);
+      the shared expert likewise with all N tokens: ``(3·N·D + 3·D·F_s + 6·N·F_s)·e``.
 
     Sources: the matmul count is the standard ``2·m·n·k`` (Kaplan et al. 2020, arXiv:2001.08361,
     Table 1 uses ``2·N_params`` per token); attention as in the same table (``2·n_ctx·d_attn``
@@ -104,18 +112,19 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
     out["post_attention_layernorm"] = norm
     if cfg.is_moe_layer(layer):
         E, k, Fe = cfg.n_routed_experts, cfg.n_experts_per_token, cfg.moe_d_ff
-        n_act = min(E, N * k) if active_experts is None else active_experts
+        # uniform routing: expected distinct experts hit by N tokens choosing k of E each
+        n_act = expected_experts_hit(E, k, N) if active_experts is None else active_experts
         out["router"] = lin(D, E)
-        out["experts (routed)"] = (N * k * (6 * D * Fe + 5 * Fe + 2 * D),
-                                   (n_act * 3 * D * Fe + N * k * (2 * D + 6 * Fe)) * e)
+        out["experts (routed)"] = (N * k * (6 * D * Fe + 6 * Fe + 2 * D),
+                                   (n_act * 3 * D * Fe + N * k * (3 * D + 6 * Fe)) * e)
         if cfg.n_shared_experts:
             Fs = cfg.shared_d_ff
-            out["shared_expert"] = (6 * N * D * Fs + 5 * N * Fs, (2 * N * D + 3 * D * Fs + 6 * N * Fs) * e)
+            out["shared_expert"] = (6 * N * D * Fs + 6 * N * Fs, (3 * N * D + 3 * D * Fs + 6 * N * Fs) * e)
     else:
         Fd = cfg.d_ff
         out["gate_proj"] = lin(D, Fd, cfg.mlp_bias)
         out["up_proj"] = lin(D, Fd, cfg.mlp_bias)
-        out["silu*mul"] = (5 * N * Fd, 3 * N * Fd * e)
+        out["silu*mul"] = (6 * N * Fd, 3 * N * Fd * e)
         out["down_proj"] = lin(Fd, D, cfg.mlp_bias)
     out["residual_add_2"] = add
     return out
@@ -242,12 +251,13 @@ def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = 
         traffic = {"r": 0, "w": 0}
 
         def swiglu_counted(t, ex):
-            # an unfused SwiGLU: x read once; gate, up, act and down outputs written, then read
+            # an unfused SwiGLU, one kernel per matmul (as the dense rows): x read by the gate and
+            # again by the up matmul; gate, up, act and down outputs written, then read
             gt = F.linear(t, ex.gate_proj.weight)
             ut = F.linear(t, ex.up_proj.weight)
             ht = F.silu(gt) * ut
             yt = F.linear(ht, ex.down_proj.weight)
-            traffic["r"] += _uniq_bytes([t, gt, ut, ht])
+            traffic["r"] += _uniq_bytes([t, gt, ut, ht]) + _uniq_bytes([t])
             traffic["w"] += _uniq_bytes([gt, ut, ht, yt])
             return yt
 
@@ -310,8 +320,9 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
     """Analytic FLOPs and bytes of one layer of a preset, for the chapter's calculator.
 
     ``tokens`` is the prompt length T in prefill and the cached context C in decode (one new
-    token per row).  For MoE presets the layer is the first MoE layer, with ``min(E, N·k)``
-    experts assumed active.  Returns display strings and numbers: FLOPs, bytes, arithmetic
+    token per row).  For MoE presets the layer is the first MoE layer, with
+    :func:`~llm_dataflow.config.expected_experts_hit` experts read (uniform routing, as
+    ``weight_bytes_read`` assumes).  Returns display strings and numbers: FLOPs, bytes, arithmetic
     intensity (FLOP/B), the share of bytes that are weights, and the operators with most bytes
     and most FLOPs (from :func:`analytic_op_costs`).
 
@@ -327,8 +338,9 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
     c = analytic_op_costs(cfg, batch, seq, phase, ctx, e, layer)
     fl = sum(v[0] for v in c.values())
     by = sum(v[1] for v in c.values())
-    w = sum(t.numel for t in tensor_specs(cfg) if t.layer == layer and
-            (t.expert is None or t.expert < min(cfg.n_routed_experts, batch * seq * cfg.n_experts_per_token))) * e
+    hit = (expected_experts_hit(cfg.n_routed_experts, cfg.n_experts_per_token, batch * seq) / cfg.n_routed_experts
+           if cfg.is_moe_layer(layer) else 1.0)  # share of routed experts read (uniform routing)
+    w = sum(t.numel * (hit if t.expert is not None else 1.0) for t in tensor_specs(cfg) if t.layer == layer) * e
     return {"FLOPs per layer": fmt_si(fl, "FLOP"), "bytes per layer": fmt_bytes(by),
             "intensity (FLOP/B)": round(fl / by, 2), "weight share of bytes": f"{100 * min(w, by) / by:.1f} %",
             "most bytes": max(c, key=lambda k: c[k][1]), "most FLOPs": max(c, key=lambda k: c[k][0])}

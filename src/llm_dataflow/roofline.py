@@ -974,27 +974,28 @@ def hf_greedy_decode(model, cfg: ModelConfig, input_ids: torch.Tensor, max_new_t
 @torch.inference_mode()
 def time_prefill(model, cfg: ModelConfig, prompt_len: int, batch: int = 1, *, repeat: int = 3,
                  seed: int = 0) -> float:
-    """Median seconds of one prefill ``forward`` of ``batch`` seeded random prompts of
-    ``prompt_len`` tokens into a fresh cache (logits for all positions, as ``forward`` returns).
+    """Best (minimum) seconds of one prefill ``forward`` of ``batch`` seeded random prompts of
+    ``prompt_len`` tokens into a fresh cache (logits for all positions, as ``forward`` returns),
+    over ``repeat`` runs after one warm-up.  The minimum, not the median: on a shared machine
+    other processes only ever add time, and the roofline compares against the best case.
 
     Raises:
         ValueError: ``prompt_len``/``batch``/``repeat`` < 1.
     """
-    from .measure import time_fn
-
     require_positive("prompt_len", prompt_len)
     require_positive("batch", batch)
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (batch, prompt_len), generator=g).to(dev)
-    return time_fn(lambda: model(ids, model.new_cache(batch, prompt_len)), repeat=repeat, warmup=1, dev=dev)
+    return _best_time(lambda: model(ids, model.new_cache(batch, prompt_len)), dev, repeat)
 
 
 @torch.inference_mode()
 def time_decode_step(model, cfg: ModelConfig, batch: int = 1, context_len: int = 1, *, repeat: int = 3,
                      seed: int = 0) -> float:
-    """Median seconds of one decode step (one token per row) with ``context_len`` positions
-    already in every row's KV cache.
+    """Best (minimum, as :func:`time_prefill`) seconds of one decode step (one token per row)
+    with ``context_len`` positions already in every row's KV cache, over ``repeat`` steps after
+    one warm-up step.
 
     The cache is not filled by a prefill: its stored length is advanced to ``context_len``
     (``KVCache.advance``) over zero-initialised K/V — the step reads and multiplies the same
@@ -1005,8 +1006,6 @@ def time_decode_step(model, cfg: ModelConfig, batch: int = 1, context_len: int =
     Raises:
         ValueError: ``batch``/``repeat`` < 1, ``context_len`` < 0.
     """
-    from .measure import time_fn
-
     require_positive("batch", batch)
     require_nonnegative("context_len", context_len)
     require_positive("repeat", repeat)
@@ -1016,4 +1015,4 @@ def time_decode_step(model, cfg: ModelConfig, batch: int = 1, context_len: int =
     cache = model.new_cache(batch, context_len + repeat + 2)
     if context_len:
         cache.advance(context_len)
-    return time_fn(lambda: model(tok, cache), repeat=repeat, warmup=1, dev=dev)
+    return _best_time(lambda: model(tok, cache), dev, repeat)

@@ -35,6 +35,7 @@ from .units import require_positive
 __all__ = [
     "expected_tokens_per_step", "speculative_speedup", "best_gamma", "speculative_calculator",
     "SpecStats", "speculative_generate", "build_target_from_draft", "make_speculative_pair",
+    "accepted_count_pmf", "acceptance_by_position",
 ]
 
 def _check_alpha_gamma(alpha, gamma):
@@ -61,22 +62,67 @@ def expected_tokens_per_step(alpha: float, gamma: int) -> float:
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
-def speculative_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
+def speculative_speedup(alpha: float, gamma: int, cost_ratio: float, verify_ratio: float = 1.0) -> float:
     """Expected wall-time improvement of speculative over plain decoding.
 
-    ``(1 − α^(γ+1)) / ((1 − α)(γ c + 1))`` (Leviathan et al. 2023, Theorem 3.8), where
-    c = ``cost_ratio`` = time of one draft forward / time of one target forward.  Assumes a target
-    forward over γ + 1 tokens costs the same as over one token (true while decode is
-    memory-bound: the weights are read once either way).  Above 1 it pays.
+    ``(1 − α^(γ+1)) / ((1 − α)(γ c + v))``, where c = ``cost_ratio`` = time of one draft forward /
+    time of one target decode forward and v = ``verify_ratio`` = time of the target's (γ+1)-token
+    verify forward / time of one target decode forward.  With v = 1 this is Leviathan et al. 2023,
+    Theorem 3.8, which assumes verifying γ + 1 tokens costs one decode step (true while decode is
+    memory-bound: the weights are read once either way); v > 1 charges a verify pass that costs
+    more.  Scheduling overhead (Python, cache rollback) is not modelled.  Above 1 it pays.
 
     Raises:
-        ValueError: bad ``alpha``/``gamma``, or ``cost_ratio`` negative or not finite.
+        ValueError: bad ``alpha``/``gamma``, or ``cost_ratio`` negative or not finite, or
+            ``verify_ratio`` not a finite number > 0.
     """
     _check_alpha_gamma(alpha, gamma)
     if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)) or not math.isfinite(cost_ratio) \
             or cost_ratio < 0:
         raise ValueError(f"cost_ratio={cost_ratio!r} is not allowed; it must be a finite number >= 0")
-    return expected_tokens_per_step(alpha, gamma) / (gamma * cost_ratio + 1)
+    if isinstance(verify_ratio, bool) or not isinstance(verify_ratio, (int, float)) \
+            or not math.isfinite(verify_ratio) or verify_ratio <= 0:
+        raise ValueError(f"verify_ratio={verify_ratio!r} is not allowed; it must be a finite number > 0")
+    return expected_tokens_per_step(alpha, gamma) / (gamma * cost_ratio + verify_ratio)
+
+
+def accepted_count_pmf(alpha: float, gamma: int) -> list:
+    """P(n = k), k = 0 … γ, of the accepted drafts per step under the i.i.d. model of
+    :func:`expected_tokens_per_step`: a truncated geometric, ``α^k (1 − α)`` for k < γ and ``α^γ``
+    for k = γ (Leviathan et al. 2023, §3.1).  Sums to 1.
+
+    Raises:
+        ValueError: ``alpha`` outside [0, 1] or ``gamma`` not an integer ≥ 1.
+    """
+    _check_alpha_gamma(alpha, gamma)
+    return [alpha ** k * (1 - alpha) for k in range(gamma)] + [alpha ** gamma]
+
+
+def acceptance_by_position(accepted: list, gamma: int) -> list:
+    """Conditional acceptance rate of draft position i = 1 … γ: ``(tests_i, accepts_i, rate_i)``.
+
+    Draft i is tested only if drafts 1 … i−1 were all accepted (n ≥ i − 1) and accepted if n ≥ i,
+    so ``rate_i = #{n ≥ i} / #{n ≥ i − 1}`` (NaN when never tested).  The i.i.d. model behind the
+    formula says every ``rate_i`` equals α; a trend with i shows dependence between positions — a
+    check the pooled α (:attr:`SpecStats.alpha`) cannot make, since it is fitted to the same counts.
+
+    Args:
+        accepted: accepted drafts per step, each in 0 … γ (e.g. :attr:`SpecStats.accepted`).
+
+    Raises:
+        ValueError: ``gamma`` < 1 or a count outside 0 … γ.
+    """
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma={gamma!r} is not allowed; the number of draft tokens must be an integer >= 1")
+    bad = [n for n in accepted if not 0 <= n <= gamma]
+    if bad:
+        raise ValueError(f"accepted contains {bad[0]!r}; every count must lie in 0 … gamma={gamma}")
+    out = []
+    for i in range(1, gamma + 1):
+        tests = sum(1 for n in accepted if n >= i - 1)
+        acc = sum(1 for n in accepted if n >= i)
+        out.append((tests, acc, acc / tests if tests else math.nan))
+    return out
 
 
 def best_gamma(alpha: float, cost_ratio: float, max_gamma: int = 16) -> tuple:
@@ -138,7 +184,11 @@ class SpecStats:
     def alpha(self) -> float:
         """Per-token acceptance rate α (maximum-likelihood under the i.i.d. model of the formula):
         accepted tests / all tests, where a step with n_i < γ tested n_i + 1 drafts and a step with
-        n_i = γ tested γ.  ``Σn_i / (Σn_i + #{i: n_i < γ})``."""
+        n_i = γ tested γ.  ``Σn_i / (Σn_i + #{i: n_i < γ})``.
+
+        Fitted to the same counts it is used to predict, so "tokens per step vs the formula at this
+        α" is no independent test (for γ = 1 it is an identity); :func:`acceptance_by_position` and
+        :func:`accepted_count_pmf` check the i.i.d. model itself."""
         acc = sum(self.accepted)
         rej = sum(1 for n in self.accepted if n < self.gamma)
         return acc / (acc + rej) if acc + rej else 0.0

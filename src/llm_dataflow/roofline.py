@@ -290,7 +290,7 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype: str = "b
 
     1. weights, read once for the whole batch — :func:`decode_weight_bytes`;
     2. the KV cache read: every sequence's ``context_len`` cached positions in every layer
-       (``kv_cache_bytes(cfg, batch, context_len, kv_dtype)``, chapter 06; windows and MLA
+       (``kv_cache_bytes(cfg, seq_len=context_len, batch=batch, dtype=kv_dtype)``, chapter 06; windows and MLA
        included there);
     3. the KV write of the new token: ``batch · kv_bytes_per_token(cfg, kv_dtype)``.
 
@@ -341,7 +341,7 @@ def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype: str = "bf16", *,
                   kv_dtype: str | None = None, embedding: str = "table") -> float:
     """Bytes a prefill must move (lower bound): the weights read once
     (:func:`decode_weight_bytes` over ``B·T`` tokens — every MoE expert the tokens touch) plus
-    the KV cache written for ``B·T`` positions (``kv_cache_bytes(cfg, B, T, kv_dtype)``).
+    the KV cache written for ``B·T`` positions (``kv_cache_bytes(cfg, seq_len=T, batch=B, dtype=kv_dtype)``).
     Not included: activations, attention scores (a flash kernel keeps them on chip), logits.
 
     Raises:
@@ -904,9 +904,10 @@ def hf_peer_model(model, cfg: ModelConfig):
     """
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    if cfg.model_type not in ("llama", "mistral") or cfg.is_moe or cfg.attention_bias or cfg.sliding_window:
+    if (cfg.model_type not in ("llama", "mistral") or cfg.is_moe or cfg.attention_bias or cfg.sliding_window
+            or cfg.rope_scaling):
         raise ValueError(f"model_type={cfg.model_type!r}: the Hugging Face peer is built for plain "
-                         "Llama configs only (no MoE, bias or sliding window)")
+                         "Llama configs only (no MoE, bias, sliding window or rope_scaling)")
     hcfg = LlamaConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
                        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
                        num_key_value_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,

@@ -51,13 +51,14 @@ def process(path: pathlib.Path, fix: bool) -> list[str]:
         if cell.cell_type == "markdown":
             last_md = cell.source
             continue
-        if not any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
-            continue
-        alt = _figure_alt(last_md)
+        # the code cell right after a "Figure: …" paragraph draws that figure (outputs or not yet)
+        alt, last_md = _figure_alt(last_md), ""
         have = cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
         if alt and fix and have != alt:
             cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = alt
             have, changed = alt, True
+        if not any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
+            continue
         if not have:
             problems.append(f"{path.name}: cell {i} shows a figure without alt text "
                             "(write a 'Figure: …' paragraph in the markdown cell before it)")

@@ -26,9 +26,10 @@ test: install
 notebooks: install
 	$(PY) tools/notebook_hygiene.py --fix
 	$(PY) tools/execute_notebooks.py
+	$(PY) tools/notebook_hygiene.py --fix
 
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
 	rm -rf _build

@@ -1,7 +1,14 @@
-"""Shared test fixtures."""
+"""Shared test fixtures, and the environment every notebook kernel inherits under nbval."""
+import os
+
 import pytest
 
 import llm_dataflow as ldf
+
+# The saved notebook outputs are CPU outputs: run the notebooks on the CPU even where a GPU is
+# present, and ignore a reader's own checkpoint folder (chapter 01) while checking them.
+os.environ["LDF_DEVICE"] = "cpu"
+os.environ.pop("LDF_CHECKPOINT_DIR", None)
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@
 
 1. The first cell is the hosted-kernel install cell (``llm_dataflow.live.hosted_install_cell``),
    tagged ``remove-cell`` so the web page hides it while downloads and Colab/Binder keep it.
-2. Every code cell that outputs a figure has alt text in ``metadata.mystnb.image.alt``, taken from
+2. nbval markers are exact (nbval 0.11 ignores ``# NBVAL_IGNORE_OUTPUT: reason`` silently): a
+   marker line is only the marker; the reason goes on the next line.
+3. Every code cell that outputs a figure has alt text in ``metadata.mystnb.image.alt``, taken from
    the "Figure: …" paragraph of the markdown cell before it (CONTRIBUTING.md).
 """
 from __future__ import annotations
@@ -46,6 +48,11 @@ def process(path: pathlib.Path, fix: bool) -> list[str]:
         problems.append(f"{path.name}: first cell is not the hosted-kernel install cell")
     elif nb.cells[0].source != install or TAG not in nb.cells[0].metadata.get("tags", []):
         problems.append(f"{path.name}: the install cell differs from hosted_install_cell() or lacks the tag")
+    markers = {"# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP", "# NBVAL_CHECK_OUTPUT", "# NBVAL_RAISES_EXCEPTION"}
+    for i, cell in enumerate(nb.cells):
+        for line in cell.source.splitlines() if cell.cell_type == "code" else []:
+            if line.lstrip().startswith("# NBVAL") and line.strip() not in markers:
+                problems.append(f"{path.name}: cell {i} has an inexact nbval marker {line.strip()!r}")
     last_md = ""
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":

@@ -57,8 +57,11 @@ DEMOS: dict[str, str] = {
 def pick_backend(world_size: int | None = None) -> str:
     """``"nccl"`` when CUDA is available with at least ``world_size`` GPUs, else ``"gloo"``.
 
-    NCCL needs one GPU per rank; gloo runs anywhere (CPU tensors).
+    NCCL needs one GPU per rank; gloo runs anywhere (CPU tensors).  ``LDF_DEVICE=cpu`` (the test
+    suite sets it, so saved CPU outputs are what is checked) forces gloo.
     """
+    if os.environ.get("LDF_DEVICE") == "cpu":
+        return "gloo"
     if torch.cuda.is_available() and torch.distributed.is_nccl_available():
         if world_size is None or torch.cuda.device_count() >= world_size:
             return "nccl"
@@ -127,6 +130,10 @@ def _child(rank, world_size, port, backend, timeout_s, threads, target, args, co
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    if backend == "gloo" and sys.platform.startswith("linux"):
+        # bind gloo to loopback: a container whose hostname does not resolve would otherwise make
+        # every rank print a fallback warning
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     status, payload = "ok", None
     try:
         if backend == "nccl":

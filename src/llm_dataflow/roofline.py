@@ -723,8 +723,9 @@ def matmul_flops(dtype: str = "fp32", n: int | None = None, dev=None, repeat: in
     dev = _dev(dev)
     n = n or (8192 if dev.type == "cuda" else 1024)
     require_positive("n", n)
-    a = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype])
-    b = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype])
+    g = torch.Generator(device=dev).manual_seed(0)  # private stream: callers' random draws stay put
+    a = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype], generator=g)
+    b = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype], generator=g)
     t = _best_time(lambda: a @ b, dev, repeat)
     return 2 * n**3 / t
 

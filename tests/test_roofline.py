@@ -184,6 +184,17 @@ def test_measured_roofline_small():
         ldf.stream_bandwidth("scale")
 
 
+def test_gemv_bandwidth_counts_every_copy():
+    seen = []
+    def fn(x, w):
+        seen.append(w.shape)
+        return ldf.linear(x, w)
+    bw = ldf.gemv_bandwidth(fn, 33, 16, total_bytes=33 * 16 * 4 * 5, repeat=2)
+    assert bw > 0 and len(seen) == 5 * 3 and set(seen) == {(33, 16)}   # 5 copies × (warm-up + 2 sweeps)
+    with pytest.raises(ValueError, match="n_rows"):
+        ldf.gemv_bandwidth(fn, 0, 16)
+
+
 # --- the decode loop ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny():
@@ -196,9 +207,10 @@ def test_greedy_decode_matches_reference_generate(tiny):
     cfg, m = tiny
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, cfg.vocab_size, (3, 7), generator=g)   # irregular batch and length
-    run = ldf.greedy_decode(m, ids, 9)
+    calls = []
+    run = ldf.greedy_decode(m, ids, 9, before_step=lambda: calls.append(1))
     torch.testing.assert_close(run.tokens, m.generate(ids, 9, use_cache=False))
-    assert run.n_steps == 8 and run.decode_s > 0 and run.prefill_s > 0
+    assert run.n_steps == 8 == len(calls) and run.decode_s > 0 and run.prefill_s > 0
     with pytest.raises(ValueError, match="max_new_tokens"):
         ldf.greedy_decode(m, ids, 0)
 
@@ -211,8 +223,15 @@ def test_decode_bandwidth_fields(tiny):
     assert r.bytes_per_step == ldf.decode_step_bytes(cfg, 1, 6, "fp32", embedding="rows")
     assert r.achieved_bandwidth == pytest.approx(r.bytes_per_step * r.steps_per_s)
     assert r.fraction == pytest.approx(r.achieved_bandwidth / 1e10)
-    r2 = ldf.decode_bandwidth(m, cfg, prompt_len=5, n_new=3, repeat=1)   # peak measured in the round
-    assert r2.peak_bandwidth > 0 and r2.fraction > 0
+    assert r.peak_bandwidth == r.best_peak_bandwidth == 1e10 and r.fraction_of_best == r.fraction
+    assert len(r.run.step_times) == r.run.n_steps == 3
+    assert r.run.decode_s == pytest.approx(sum(r.run.step_times))
+    # paired: one STREAM copy + triad pass before each of the 2 × 2 timed steps
+    r2 = ldf.decode_bandwidth(m, cfg, prompt_len=5, n_new=3, repeat=2)
+    assert 0 < r2.peak_bandwidth <= r2.best_peak_bandwidth and r2.fraction > 0
+    assert r2.fraction_of_best == pytest.approx(r2.achieved_bandwidth / r2.best_peak_bandwidth)
+    with pytest.raises(ValueError, match="peak_bandwidth"):
+        ldf.decode_bandwidth(m, cfg, peak_bandwidth=0.0)
     with pytest.raises(ValueError, match="n_new"):
         ldf.decode_bandwidth(m, cfg, n_new=1)
 

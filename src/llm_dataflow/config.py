@@ -710,6 +710,12 @@ _add(ModelConfig(name="bench-llama", model_type="llama", n_layers=4, d_model=102
                  head_dim=64, d_ff=2816, vocab_size=8192, max_position_embeddings=2048,
                  source="this book: ~62M parameters (~250 MB in FP32), larger than a CPU's last-level "
                         "cache, for the bandwidth-bound decode loop"))
+_add(ModelConfig(name="bench-tinyllama", model_type="llama", n_layers=4, d_model=2048, n_heads=32, n_kv_heads=4,
+                 head_dim=64, d_ff=5632, vocab_size=32000, max_position_embeddings=2048,
+                 source=_hf("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T") + " shapes (hidden_size "
+                        "2048, intermediate_size 5632, 32 heads, 4 kv heads, vocab 32000) with 4 of its 22 "
+                        "layers: ~307M parameters (~1.23 GB in FP32), real-model matrix shapes for "
+                        "benchmarks/decode_bandwidth.py"))
 
 
 def model_config(name: str) -> ModelConfig:

@@ -41,7 +41,7 @@ from .config import ModelConfig
 
 __all__ = [
     "Decoder", "DecoderLayer", "KVCache", "rms_norm", "rope_cos_sin", "apply_rope",
-    "attention_reference", "swiglu", "route", "StepContext", "row_range",
+    "attention_reference", "swiglu", "route", "StepContext", "row_range", "linear", "Linear",
 ]
 
 
@@ -65,6 +65,58 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     # writes it once: numel reads + numel writes (+ D weights), what ops.analytic_op_costs counts
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     return weight * xf.to(x.dtype)
+
+
+# Up to this many rows (B·T) a projection reads far more weight bytes than it does FLOPs per byte
+# (decode); above it the GEMM is compute-bound and F.linear's blocked GEMM is the right kernel.
+SPLIT_MAX_ROWS = 16
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The decoder's projection ``y = x·Wᵀ + b``, with the weight read split across CPU cores.
+
+    Shapes: ``x [..., K]``, ``weight [N, K]`` (``nn.Linear`` layout), ``bias [N]`` → ``[..., N]``;
+    the result equals ``F.linear(x, weight, bias)`` up to FP32 rounding.
+
+    Why it exists: at decode (at most :data:`SPLIT_MAX_ROWS` rows) a projection is a
+    matrix-vector product whose cost is reading W once.  For FP32 on a CPU, torch's
+    ``F.linear`` sends that product to one core, and one core cannot pull the whole memory bus:
+    on the book's 2-core test machine ``F.linear`` with one row streams 18–22 GB/s while the
+    split below streams 36–45 GB/s, against a STREAM peak of 35–56 GB/s.  The split gives each
+    of the P intra-op threads a contiguous block of ``N // P`` output features (rows of W) and
+    runs the blocks as one ``torch.bmm``, whose batch axis torch spreads over its threads — each
+    core streams its own 1/P of the weight, as a GPU splits a GEMV over its SMs.  The last
+    ``N % P`` rows go through ``F.linear``.  BF16/FP16 (oneDNN already spreads the work),
+    GPUs, one thread, non-contiguous weights and more rows take plain ``F.linear``.
+
+    Raises:
+        ValueError: ``x.shape[-1]`` differs from ``weight.shape[1]``.
+    """
+    N, K = weight.shape
+    if x.shape[-1] != K:
+        raise ValueError(f"x.shape[-1]={x.shape[-1]} must equal weight.shape[1]={K} (in_features)")
+    P = torch.get_num_threads()
+    M = x.numel() // K if K else 0
+    if (x.device.type != "cpu" or weight.dtype != torch.float32 or x.dtype != torch.float32 or P < 2
+            or not 0 < M <= SPLIT_MAX_ROWS or N < P or not weight.is_contiguous()):
+        return F.linear(x, weight, bias)
+    n = N // P
+    x2 = x.reshape(M, K)
+    # W stays the left operand in its stored row-major layout: block p computes W_p [n, K] @ xᵀ [K, M]
+    blocks = torch.bmm(weight[:P * n].view(P, n, K), x2.t().expand(P, K, M))  # [P, n, M]
+    y = blocks.permute(2, 0, 1).reshape(M, P * n)
+    if P * n < N:
+        y = torch.cat([y, F.linear(x2, weight[P * n:])], dim=1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*x.shape[:-1], N)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters, same state_dict keys) whose forward is :func:`linear`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
 
 
 _LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
@@ -404,9 +456,9 @@ class SwiGLU(nn.Module):
     def __init__(self, d: int, f: int, bias: bool, dtype=None, device=None):
         super().__init__()
         kw = dict(bias=bias, dtype=dtype, device=device)
-        self.gate_proj = nn.Linear(d, f, **kw)
-        self.up_proj = nn.Linear(d, f, **kw)
-        self.down_proj = nn.Linear(f, d, **kw)
+        self.gate_proj = Linear(d, f, **kw)
+        self.up_proj = Linear(d, f, **kw)
+        self.down_proj = Linear(f, d, **kw)
 
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -484,10 +536,10 @@ class Attention(nn.Module):
         self.layer, self.H, self.Hkv, self.dh = layer, H, Hkv, dh
         self.layer_type = cfg.layer_type(layer)
         kw = dict(dtype=dtype, device=device)
-        self.q_proj = nn.Linear(D, H * dh, bias=cfg.attention_bias, **kw)
-        self.k_proj = nn.Linear(D, Hkv * dh, bias=cfg.attention_bias, **kw)
-        self.v_proj = nn.Linear(D, Hkv * dh, bias=cfg.attention_bias, **kw)
-        self.o_proj = nn.Linear(H * dh, D, bias=cfg.attention_out_bias, **kw)
+        self.q_proj = Linear(D, H * dh, bias=cfg.attention_bias, **kw)
+        self.k_proj = Linear(D, Hkv * dh, bias=cfg.attention_bias, **kw)
+        self.v_proj = Linear(D, Hkv * dh, bias=cfg.attention_bias, **kw)
+        self.o_proj = Linear(H * dh, D, bias=cfg.attention_out_bias, **kw)
         if cfg.qk_norm:  # Qwen3: RMSNorm over d_h on each head of q and k, before RoPE
             self.q_norm = RMSNorm(dh, cfg.norm_eps, dtype, device)
             self.k_norm = RMSNorm(dh, cfg.norm_eps, dtype, device)
@@ -588,7 +640,7 @@ class Decoder(nn.Module):
         self.cfg = cfg
         self.model = _Model(cfg, dtype, device)
         self.lm_head = (None if cfg.tie_embeddings
-                        else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False, dtype=dtype, device=device))
+                        else Linear(cfg.d_model, cfg.vocab_size, bias=False, dtype=dtype, device=device))
         with torch.no_grad():
             for name, p in self.named_parameters():
                 if name.endswith("norm.weight"):
@@ -697,7 +749,7 @@ class Decoder(nn.Module):
         """Final norm and LM head: ``h [B, T, D]`` → logits ``[B, T, V]`` (``[B, 1, V]`` with ``last_only``)."""
         if last_only:
             h = h[:, -1:]
-        return F.linear(self.model.norm(h), self.output_weight)
+        return linear(self.model.norm(h), self.output_weight)
 
     def forward(self, input_ids: torch.Tensor, cache=None, *, last_only: bool = False) -> torch.Tensor:
         """Logits for ``input_ids [B, T]`` → ``[B, T, V]`` (``[B, 1, V]`` with ``last_only``).

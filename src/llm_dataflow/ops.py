@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from .config import ModelConfig, expected_experts_hit, model_config, tensor_specs
-from .model import Decoder, _check_supported, apply_rope, rms_norm, route
+from .model import Decoder, _check_supported, apply_rope, linear, rms_norm, route
 from .units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
 __all__ = ["op_ledger", "analytic_op_costs", "ledger_totals", "layer_costs", "PHASES"]
@@ -200,7 +200,7 @@ def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = 
 
     def lin(name, t, mod, kind="matmul"):
         ins = [t, mod.weight] + ([mod.bias] if mod.bias is not None else [])
-        return run(name, kind, lambda: F.linear(t, mod.weight, mod.bias), ins)
+        return run(name, kind, lambda: linear(t, mod.weight, mod.bias), ins)
 
     eps = cfg.norm_eps
     xn = run("input_layernorm", "norm", lambda: rms_norm(x, lay.input_layernorm.weight, eps),
@@ -253,10 +253,10 @@ def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = 
         def swiglu_counted(t, ex):
             # an unfused SwiGLU, one kernel per matmul (as the dense rows): x read by the gate and
             # again by the up matmul; gate, up, act and down outputs written, then read
-            gt = F.linear(t, ex.gate_proj.weight)
-            ut = F.linear(t, ex.up_proj.weight)
+            gt = linear(t, ex.gate_proj.weight)
+            ut = linear(t, ex.up_proj.weight)
             ht = F.silu(gt) * ut
-            yt = F.linear(ht, ex.down_proj.weight)
+            yt = linear(ht, ex.down_proj.weight)
             traffic["r"] += _uniq_bytes([t, gt, ut, ht]) + _uniq_bytes([t])
             traffic["w"] += _uniq_bytes([gt, ut, ht, yt])
             return yt

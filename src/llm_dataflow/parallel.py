@@ -100,7 +100,7 @@ def _slice_linear(lin: nn.Linear, dim: int, lo: int, hi: int, keep_bias: bool) -
     b = lin.bias
     if b is not None:
         b = b.detach()[lo:hi] if dim == 0 else (b.detach() if keep_bias else torch.zeros_like(b))
-    new = nn.Linear(w.shape[1], w.shape[0], bias=b is not None, dtype=w.dtype, device=w.device)
+    new = type(lin)(w.shape[1], w.shape[0], bias=b is not None, dtype=w.dtype, device=w.device)
     with torch.no_grad():
         new.weight.copy_(w)
         if b is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -42,7 +43,7 @@ __all__ = [
     "StepBounds", "decode_step_bounds", "prefill_bounds", "decode_step_lower_bound",
     "prefill_lower_bound", "critical_batch", "decode_calculator", "batch_calculator",
     # measured roofline
-    "MeasuredRoofline", "stream_bandwidth", "matmul_flops", "cpu_supports_bf16", "measure_roofline",
+    "MeasuredRoofline", "stream_bandwidth", "gemv_bandwidth", "matmul_flops", "cpu_supports_bf16", "measure_roofline",
     # decode loop
     "DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_peer_model", "hf_greedy_decode",
     "time_prefill", "time_decode_step",
@@ -672,12 +673,43 @@ def _best_time(fn, dev, repeat: int, warmup: int = 1) -> float:
     return best
 
 
+class _StreamKernel:
+    """Preallocated STREAM arrays (``nbytes`` each, FP32) and one kernel; ``()`` runs one pass
+    and returns its bandwidth (B/s) in McCalpin's convention (copy counts 2 arrays, triad 3)."""
+
+    def __init__(self, kind: str, nbytes: int, dev: torch.device):
+        if kind not in ("copy", "triad"):
+            raise ValueError(f"kind={kind!r} is not allowed; allowed: 'copy', 'triad'")
+        require_positive("nbytes", nbytes)
+        n = nbytes // 4
+        self.dev, self.nbytes = dev, (2 if kind == "copy" else 3) * n * 4
+        a, b = torch.empty(n, device=dev), torch.rand(n, device=dev)
+        if kind == "copy":
+            self.fn = lambda: a.copy_(b)
+        else:
+            c = torch.rand(n, device=dev)
+            self.fn = lambda: torch.add(b, c, alpha=3.0, out=a)
+        self.fn()  # first touch: page faults are not bandwidth
+        _sync(dev)
+
+    def __call__(self) -> float:
+        t0 = time.perf_counter()
+        self.fn()
+        _sync(self.dev)
+        return self.nbytes / (time.perf_counter() - t0)
+
+
+def _stream_default_nbytes(dev: torch.device) -> int:
+    return 2**30 if dev.type == "cuda" else 64 * MiB
+
+
 def stream_bandwidth(kind: str = "copy", nbytes: int | None = None, dev=None, repeat: int = 5) -> float:
     """Memory bandwidth (B/s) of a STREAM-like kernel on FP32 arrays of ``nbytes`` each.
 
     ``"copy"``: ``a[:] = b`` counts 2 arrays moved; ``"triad"``: ``a[:] = b + s·c`` counts 3
     (McCalpin's STREAM convention: write-allocate traffic is not counted).  Default size: 64 MiB
-    per array on a CPU (twice a 32 MiB last-level cache), 1 GiB on a GPU.  Best of ``repeat``.
+    per array on a CPU (twice a 32 MiB last-level cache), 1 GiB on a GPU.  Best of ``repeat``
+    passes after one warm-up pass, as STREAM reports its best rate.
 
     Raises:
         ValueError: unknown ``kind``, ``nbytes`` or ``repeat`` < 1.
@@ -686,17 +718,31 @@ def stream_bandwidth(kind: str = "copy", nbytes: int | None = None, dev=None, re
         raise ValueError(f"kind={kind!r} is not allowed; allowed: 'copy', 'triad'")
     require_positive("repeat", repeat)
     dev = _dev(dev)
-    nbytes = nbytes or (2**30 if dev.type == "cuda" else 64 * MiB)
-    require_positive("nbytes", nbytes)
-    n = nbytes // 4
-    a = torch.empty(n, device=dev)
-    b = torch.rand(n, device=dev)
-    if kind == "copy":
-        t = _best_time(lambda: a.copy_(b), dev, repeat)
-        return 2 * n * 4 / t
-    c = torch.rand(n, device=dev)
-    t = _best_time(lambda: torch.add(b, c, alpha=3.0, out=a), dev, repeat)
-    return 3 * n * 4 / t
+    k = _StreamKernel(kind, nbytes or _stream_default_nbytes(dev), dev)
+    return max(k() for _ in range(repeat))
+
+
+def gemv_bandwidth(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], n_rows: int, n_cols: int, *,
+                   total_bytes: int = 256 * MiB, repeat: int = 3, seed: int = 0) -> float:
+    """Weight bytes per second (B/s) of a batch-1 projection ``fn(x [1, K], W [N, K]) → [1, N]``
+    on FP32 CPU tensors, with ``N = n_rows``, ``K = n_cols``.
+
+    One matrix would stay in the last-level cache after its first call, so the function builds
+    as many seeded copies of W as fill ``total_bytes`` (default 256 MiB, 8× a 32 MiB L3) and
+    calls ``fn`` on each in turn — every call streams its W from DRAM, as in a decode step.
+    Returns ``copies × N × K × 4`` bytes ÷ the best of ``repeat`` sweeps (after one warm-up).
+
+    Raises:
+        ValueError: ``n_rows``, ``n_cols``, ``total_bytes`` or ``repeat`` < 1.
+    """
+    for name, v in (("n_rows", n_rows), ("n_cols", n_cols), ("total_bytes", total_bytes), ("repeat", repeat)):
+        require_positive(name, v)
+    g = torch.Generator().manual_seed(seed)
+    copies = max(2, total_bytes // (n_rows * n_cols * 4))
+    ws = [torch.randn(n_rows, n_cols, generator=g) for _ in range(copies)]
+    x = torch.randn(1, n_cols, generator=g)
+    t = _best_time(lambda: [fn(x, w) for w in ws], torch.device("cpu"), repeat)
+    return copies * n_rows * n_cols * 4 / t
 
 
 def cpu_supports_bf16() -> bool:
@@ -759,15 +805,24 @@ class DecodeRun:
     Attributes:
         tokens: LongTensor [B, T + n_new] (prompt then generated ids).
         prefill_s: wall time of the prefill (s).
-        decode_s: wall time of the ``n_new − 1`` decode steps after the prefill (s); the
-            prefill produces the first new token.
-        n_steps: decode steps timed (``n_new − 1``).
+        step_times: wall time of each decode step after the prefill (s; ``n_new − 1`` of them,
+            the prefill produces the first new token).  Step ``i`` (1-based) attends
+            ``T + i − 1`` cached positions plus its own.
     """
 
     tokens: torch.Tensor
     prefill_s: float
-    decode_s: float
-    n_steps: int
+    step_times: tuple
+
+    @property
+    def n_steps(self) -> int:
+        """Decode steps timed (``n_new − 1``)."""
+        return len(self.step_times)
+
+    @property
+    def decode_s(self) -> float:
+        """Total time of the decode steps (s)."""
+        return math.fsum(self.step_times)
 
     @property
     def step_s(self) -> float:
@@ -776,7 +831,8 @@ class DecodeRun:
 
 
 @torch.inference_mode()
-def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int) -> DecodeRun:
+def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int, *,
+                  before_step: Callable[[], object] | None = None) -> DecodeRun:
     """The book's greedy decode loop: one prefill, then one ``forward`` of a single token per row
     per step with the KV cache; argmax picks the next token.  Nothing else runs per step — no
     logits processors, no stopping criteria, no Python-side bookkeeping beyond one slice
@@ -786,9 +842,11 @@ def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int) -> Decode
         model: an :class:`llm_dataflow.model.Decoder` (``forward(ids, cache)``, ``new_cache``).
         input_ids: LongTensor [B, T] on the model's device.
         max_new_tokens: n ≥ 1 tokens to generate.
+        before_step: called before each decode step, outside its timed region (used by
+            :func:`decode_bandwidth` to measure the machine's bandwidth right before each step).
 
     Returns:
-        :class:`DecodeRun` with the tokens and the prefill / decode wall times.
+        :class:`DecodeRun` with the tokens, the prefill time and every step's time.
 
     Raises:
         ValueError: ``max_new_tokens`` < 1 or ``input_ids`` not 2-D.
@@ -807,14 +865,18 @@ def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int) -> Decode
     nxt = logits[:, -1].argmax(-1, keepdim=True)       # [B, 1]
     out[:, T:T + 1] = nxt
     _sync(dev)
-    t1 = time.perf_counter()
+    prefill_s = time.perf_counter() - t0
+    times = []
     for i in range(1, max_new_tokens):
+        if before_step is not None:
+            before_step()
+        t1 = time.perf_counter()
         logits = model(nxt, cache)                     # decode: [B, 1, V]; reads every weight once
         nxt = logits[:, -1].argmax(-1, keepdim=True)
         out[:, T + i:T + i + 1] = nxt
-    _sync(dev)
-    t2 = time.perf_counter()
-    return DecodeRun(out, t1 - t0, t2 - t1, max_new_tokens - 1)
+        _sync(dev)
+        times.append(time.perf_counter() - t1)
+    return DecodeRun(out, prefill_s, tuple(times))
 
 
 @dataclass(frozen=True)
@@ -823,14 +885,18 @@ class DecodeBandwidth:
 
     Attributes:
         model_bytes: bytes of all stored weights in the run's dtype (B).
-        bytes_per_step: bytes a step must read (B): weights with the embedding as one gathered
-            row, plus the KV cache at the mean context of the timed steps, plus the new KV write
-            (:func:`decode_step_bytes` with ``embedding="rows"``).
-        steps_per_s: decode steps per second (measured; median over the rounds).
+        bytes_per_step: mean over the timed steps of the bytes a step must read (B): weights
+            with the embedding as one gathered row, plus the KV cache at that step's context,
+            plus the new KV write (:func:`decode_step_bytes` with ``embedding="rows"``).
+        steps_per_s: decode steps per second (measured: steps ÷ their summed time, median over
+            the rounds).
         achieved_bandwidth: ``bytes_per_step × steps_per_s`` (B/s).
-        peak_bandwidth: measured STREAM bandwidth (B/s; median over the rounds, or as given).
-        fraction: median over the rounds of achieved ÷ peak, each round's peak measured right
-            before its decode run (so that other load on the machine affects both alike).
+        peak_bandwidth: the measured bandwidth the steps are compared with (B/s): the median of
+            the paired STREAM measurements (see :func:`decode_bandwidth`), or the value given.
+        best_peak_bandwidth: the highest single STREAM pass of the run (B/s), or the value given.
+        fraction: median over all timed steps of (that step's bytes ÷ its time) ÷ (the STREAM
+            bandwidth measured right before it); with a given peak, achieved ÷ peak.
+        fraction_of_best: ``achieved_bandwidth ÷ best_peak_bandwidth`` — the stricter figure.
         run: the last :class:`DecodeRun`.
     """
 
@@ -839,7 +905,9 @@ class DecodeBandwidth:
     steps_per_s: float
     achieved_bandwidth: float
     peak_bandwidth: float
+    best_peak_bandwidth: float
     fraction: float
+    fraction_of_best: float
     run: DecodeRun
 
 
@@ -858,12 +926,17 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
     """Run :func:`greedy_decode` at batch 1 and report the bandwidth it achieves.
 
     The prompt is ``prompt_len`` seeded random ids; ``n_new`` tokens are generated in each of
-    ``repeat`` rounds.  Unless ``peak_bandwidth`` (B/s) is given, each round first measures the
-    peak with :func:`stream_bandwidth` (best of copy and triad), so peak and decode see the same
-    machine load.  Medians over the rounds are reported.
+    ``repeat`` rounds after one warm-up.  Unless ``peak_bandwidth`` (B/s) is given, the peak is
+    measured *paired*: right before every decode step, one pass of STREAM copy and one of triad
+    (:func:`stream_bandwidth`'s kernels, arrays preallocated) run, and the larger is that step's
+    peak.  On a shared machine the bandwidth left by other tenants drifts by 2× within seconds;
+    pairing compares each step with what the memory system delivered at that moment, and the
+    median over steps is :attr:`DecodeBandwidth.fraction`.  The highest single pass is kept too
+    (:attr:`DecodeBandwidth.fraction_of_best`, the stricter figure).
 
     Raises:
-        ValueError: ``prompt_len``/``repeat`` < 1, ``n_new`` < 2, unsupported model dtype.
+        ValueError: ``prompt_len``/``repeat`` < 1, ``n_new`` < 2, ``peak_bandwidth`` <= 0,
+            unsupported model dtype.
     """
     import statistics
 
@@ -879,19 +952,32 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
     dtype = _model_dtype_name(model)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (1, prompt_len), generator=g).to(dev)
-    # step i (1 … n_new − 1) reads prompt_len + i − 1 cached positions: the mean, rounded down
-    mean_ctx = prompt_len + (n_new - 2) // 2
-    nbytes = decode_step_bytes(cfg, 1, mean_ctx, dtype, embedding="rows")
+    # step i (1 … n_new − 1) reads prompt_len + i − 1 cached positions
+    step_bytes = [decode_step_bytes(cfg, 1, prompt_len + i - 1, dtype, embedding="rows") for i in range(1, n_new)]
+    nbytes = math.fsum(step_bytes) / len(step_bytes)
+    peaks = []
+    before = None
+    if peak_bandwidth is None:
+        kernels = [_StreamKernel(k, _stream_default_nbytes(dev), dev) for k in ("copy", "triad")]
+        before = lambda: peaks.append(max(k() for k in kernels))  # noqa: E731
     greedy_decode(model, ids, 2)  # warm-up: allocator, thread pool
-    peaks, rates, run = [], [], None
+    rates, ratios, all_peaks, run = [], [], [], None
     for _ in range(repeat):
-        peaks.append(peak_bandwidth or max(stream_bandwidth(k, dev=dev) for k in ("copy", "triad")))
-        run = greedy_decode(model, ids, n_new)
+        del peaks[:]
+        run = greedy_decode(model, ids, n_new, before_step=before)
         rates.append(run.n_steps / run.decode_s)
+        if peak_bandwidth is None:
+            ratios += [b / t / p for b, t, p in zip(step_bytes, run.step_times, peaks)]
+            all_peaks += peaks
     steps_per_s = statistics.median(rates)
-    fraction = statistics.median(nbytes * r / p for r, p in zip(rates, peaks))
-    return DecodeBandwidth(weight_bytes(cfg, dtype), nbytes, steps_per_s, nbytes * steps_per_s,
-                           statistics.median(peaks), fraction, run)
+    achieved = nbytes * steps_per_s
+    if peak_bandwidth is None:
+        peak, best, fraction = statistics.median(all_peaks), max(all_peaks), statistics.median(ratios)
+    else:
+        peak = best = peak_bandwidth
+        fraction = achieved / peak_bandwidth
+    return DecodeBandwidth(weight_bytes(cfg, dtype), nbytes, steps_per_s, achieved, peak, best,
+                           fraction, achieved / best, run)
 
 
 def hf_peer_model(model, cfg: ModelConfig):

@@ -374,6 +374,9 @@ def test_linear_falls_back_where_the_split_does_not_apply():
         torch.testing.assert_close(ldf.linear(x.bfloat16(), w.bfloat16()), F.linear(x.bfloat16(), w.bfloat16()))
         wt = torch.randn(24, 30, generator=g).t()
         torch.testing.assert_close(ldf.linear(x, wt), F.linear(x, wt))
+        b64 = torch.randn(30, dtype=torch.float64, generator=g)   # F.linear refuses mixed dtypes too
+        with pytest.raises(RuntimeError):
+            ldf.linear(x, w, b64)
         with pytest.raises(ValueError, match="in_features"):
             ldf.linear(x, torch.randn(30, 25))
 

@@ -67,8 +67,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * xf.to(x.dtype)
 
 
-# Up to this many rows (B·T) a projection reads far more weight bytes than it does FLOPs per byte
-# (decode); above it the GEMM is compute-bound and F.linear's blocked GEMM is the right kernel.
+# Up to this many rows (B·T: decode batches) the split measured faster than F.linear for FP32 on
+# our 2-core test VM (about 2× at 1–2 rows, 1.3× at 16); a measured crossover, not a roofline bound
+# (FP32 intensity is ~M/2 FLOP/B, so a CPU's ridge of a few FLOP/B is passed near 10 rows).
 SPLIT_MAX_ROWS = 16
 
 
@@ -80,14 +81,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
     Why it exists: at decode (at most :data:`SPLIT_MAX_ROWS` rows) a projection is a
     matrix-vector product whose cost is reading W once.  For FP32 on a CPU, torch's
-    ``F.linear`` sends that product to one core, and one core cannot pull the whole memory bus:
-    on the book's 2-core test machine ``F.linear`` with one row streams 18–22 GB/s while the
-    split below streams 36–45 GB/s, against a STREAM peak of 35–56 GB/s.  The split gives each
-    of the P intra-op threads a contiguous block of ``N // P`` output features (rows of W) and
-    runs the blocks as one ``torch.bmm``, whose batch axis torch spreads over its threads — each
-    core streams its own 1/P of the weight, as a GPU splits a GEMV over its SMs.  The last
-    ``N % P`` rows go through ``F.linear``.  BF16/FP16 (oneDNN already spreads the work),
-    GPUs, one thread, non-contiguous weights and more rows take plain ``F.linear``.
+    ``F.linear`` sends that product to one core, and one core cannot keep enough cache-line
+    misses in flight to pull the whole memory bus.  The split gives each of the P intra-op
+    threads a contiguous block of ``N // P`` output features (rows of W) and runs the blocks as
+    one ``torch.bmm``, whose batch axis torch spreads over its threads — each core streams its
+    own 1/P of the weight, as a GPU splits a GEMV over its SMs.  The last ``N % P`` rows go
+    through ``F.linear``.  With the cores free it streams about 1.5–2× faster than ``F.linear``
+    on our 2-core test VM (chapter 05 measures it on yours, :func:`~llm_dataflow.roofline.gemv_bandwidth`); with a
+    core busy elsewhere it is slower, since every block waits for its slowest thread.
+    BF16/FP16 (oneDNN already spreads the work), GPUs, one thread, non-contiguous weights, a
+    bias of another dtype and more rows take plain ``F.linear``.
 
     Raises:
         ValueError: ``x.shape[-1]`` differs from ``weight.shape[1]``.
@@ -98,7 +101,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     P = torch.get_num_threads()
     M = x.numel() // K if K else 0
     if (x.device.type != "cpu" or weight.dtype != torch.float32 or x.dtype != torch.float32 or P < 2
-            or not 0 < M <= SPLIT_MAX_ROWS or N < P or not weight.is_contiguous()):
+            or not 0 < M <= SPLIT_MAX_ROWS or N < P or not weight.is_contiguous()
+            or (bias is not None and bias.dtype != torch.float32)):
         return F.linear(x, weight, bias)
     n = N // P
     x2 = x.reshape(M, K)
@@ -271,7 +275,7 @@ def swiglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: to
     if w_gate.shape != w_up.shape or w_gate.shape[1] != D or w_down.shape != (D, w_gate.shape[0]):
         raise ValueError(f"w_gate {tuple(w_gate.shape)}, w_up {tuple(w_up.shape)} must be [F, D={D}] and "
                          f"w_down {tuple(w_down.shape)} must be [D, F]")
-    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+    return linear(F.silu(linear(x, w_gate)) * linear(x, w_up), w_down)
 
 
 def route(x: torch.Tensor, gate_weight: torch.Tensor, k: int, norm_topk_prob: bool = True

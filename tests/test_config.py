@@ -227,3 +227,10 @@ def test_from_hf_keeps_rope_scaling():
     cfg = ldf.ModelConfig.from_hf(v5)
     assert cfg.rope_scaling == {"rope_type": "llama3", "factor": 8.0} and cfg.rope_theta == 500000.0
     assert ldf.ModelConfig.from_hf(LLAMA3_8B_JSON).rope_scaling is None
+
+
+def test_bench_tinyllama_sizes_stated_in_readme_and_source():
+    cfg = ldf.model_config("bench-tinyllama")
+    assert ldf.param_count(cfg) == 307_251_200
+    assert ldf.weight_bytes(cfg, "fp32") == 1_229_004_800   # README: 1.23 GB
+    assert "~307M parameters (~1.23 GB in FP32)" in cfg.source

@@ -3,11 +3,12 @@
 Import as ``import llm_dataflow as ldf``.  One module per topic (``book/notation.md`` gives the
 letters used in shapes); every module's ``__all__`` is re-exported here.
 """
-from . import (units, config, hardware, measure, live, ledger, loading, tokenization, embedding,  # noqa: F401
-               model, ops, fusion, offload, gemm, memory, chips, roofline, kv, flash, paged,
+from . import (units, config, accounting, hardware, measure, live, ledger, loading, tokenization, embedding,  # noqa: F401
+               model, ops, fusion, offload, gemm, memory, chips, roofline, generate, kv, flash, paged,
                collectives, launch, parallel, quant, batching, speculative, disagg)
 from .units import *  # noqa: F401,F403
 from .config import *  # noqa: F401,F403
+from .accounting import *  # noqa: F401,F403
 from .hardware import *  # noqa: F401,F403
 from .measure import *  # noqa: F401,F403
 from .live import *  # noqa: F401,F403
@@ -23,6 +24,7 @@ from .gemm import *  # noqa: F401,F403
 from .memory import *  # noqa: F401,F403
 from .chips import *  # noqa: F401,F403
 from .roofline import *  # noqa: F401,F403
+from .generate import *  # noqa: F401,F403
 from .kv import *  # noqa: F401,F403
 from .flash import *  # noqa: F401,F403
 from .paged import *  # noqa: F401,F403

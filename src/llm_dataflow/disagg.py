@@ -167,7 +167,7 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
     """
     cfg = model_config(cfg) if isinstance(cfg, str) else cfg
     hw = hardware(hw) if isinstance(hw, str) else hw
-    from .roofline import prefill_flops  # the one prefill FLOP count (chapter 05)
+    from .accounting import prefill_flops  # the one prefill FLOP count
 
     t_pre = prefill_flops(cfg, prompt_len) / hw.flops(dtype)
     rows = []

@@ -13,7 +13,7 @@ forward pass (an idealisation: FlashAttention re-reads K/V once per query block)
 stream between layers is written once and read once per layer (everything inside a layer fused,
 which no engine fully achieves: QKV and MLP intermediates also round-trip HBM); logits are FP32
 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
-Weights read per pass come from :func:`llm_dataflow.config.weight_bytes_read`: the embedding
+Weights read per pass come from :func:`llm_dataflow.accounting.weight_bytes_read`: the embedding
 table is gathered (only the rows of the pass's tokens), and an MoE reads only the experts its
 tokens route to (uniform routing).
 """
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import ModelConfig, weight_bytes, weight_bytes_read
+from .accounting import weight_bytes, weight_bytes_read
+from .config import ModelConfig
 from .hardware import HardwareSpec, hardware, link
 from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
 

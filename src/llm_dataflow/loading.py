@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import MODEL_PRESETS, QuantSpec, model_config, param_count, weight_bytes
+from .accounting import QuantSpec, weight_bytes
+from .config import MODEL_PRESETS, model_config, param_count
 from .hardware import HARDWARE
 from .measure import host_to_device_seconds
 from .units import GB, GiB, fmt_measured, require_positive

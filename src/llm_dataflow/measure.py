@@ -1,4 +1,5 @@
-"""The one device helper and the timing tools every chapter's measurements use.
+"""The one device helper, the timing tools every chapter's measurements use, and the reader's
+measured roofline (STREAM bandwidth, matmul FLOP/s).
 
 CPU first: ``device()`` returns CUDA when a GPU is present (and ``LDF_DEVICE`` does not say
 otherwise), else CPU.  Timings synchronise the device, take the median of several repeats
@@ -6,14 +7,22 @@ after warm-up, and are printed through :func:`llm_dataflow.units.fmt_measured`.
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
+from .units import MiB, check_dtype, require_positive
+
 __all__ = ["device", "describe_device", "synchronize", "time_fn", "progress", "cpu_threads", "seed_all",
-           "host_to_device_seconds", "torch_threads"]
+           "host_to_device_seconds", "torch_threads",
+           # the measured roofline (chapter 05)
+           "MeasuredRoofline", "stream_bandwidth", "gemv_bandwidth", "matmul_flops", "cpu_supports_bf16",
+           "measure_roofline", "best_time"]
 
 
 def device(prefer: str | None = None) -> torch.device:
@@ -143,3 +152,192 @@ def host_to_device_seconds(tensors, dev: torch.device | str, pinned: bool, repea
     ts = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
     src = [t.pin_memory() if pinned else t for t in ts]
     return time_fn(lambda: [t.to(dev, non_blocking=pinned) for t in src], repeat=repeat, warmup=1, dev=dev)
+
+
+# --------------------------------------------------------------------------------------------
+# the reader's roofline, measured
+# --------------------------------------------------------------------------------------------
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class MeasuredRoofline:
+    """The roofline of the reader's own device, measured.  Quacks like a HardwareSpec for the
+    bound functions: ``hbm_bandwidth`` and ``flops(dtype)``.
+
+    Attributes:
+        name: what was measured (device description).
+        hbm_bandwidth: the best STREAM-like bandwidth measured (B/s) — DRAM on a CPU, HBM on a GPU.
+        peak_flops: best matmul FLOP/s per dtype measured (``"fp32"``, and ``"bf16"`` where
+            supported).
+        bandwidths: each kernel's bandwidth (``"copy"``, ``"triad"``), B/s.
+    """
+
+    name: str
+    hbm_bandwidth: float
+    peak_flops: dict
+    bandwidths: dict = field(default_factory=dict)
+
+    def flops(self, dtype: str) -> float:
+        """Measured matmul FLOP/s for ``dtype``.
+
+        Raises:
+            ValueError: ``dtype`` was not measured.
+        """
+        if dtype not in self.peak_flops:
+            raise ValueError(f"dtype={dtype!r} has no measured peak on {self.name}; "
+                             f"allowed: {', '.join(self.peak_flops)}")
+        return self.peak_flops[dtype]
+
+    def ridge(self, dtype: str = "fp32") -> float:
+        """Ridge point, FLOP/B: measured FLOP/s ÷ measured bandwidth."""
+        return self.flops(dtype) / self.hbm_bandwidth
+
+
+def _dev(dev) -> torch.device:
+    return torch.device(dev) if dev is not None else device()
+
+
+def _sync(dev: torch.device):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def best_time(fn, dev, repeat: int, warmup: int = 1) -> float:
+    """Minimum wall time of ``fn()`` (s) over ``repeat`` runs after ``warmup``: the best case is
+    the roof (on a shared machine other processes only ever add time).
+
+    Raises:
+        ValueError: ``repeat`` < 1.
+    """
+    require_positive("repeat", repeat)
+    for _ in range(warmup):
+        fn()
+    _sync(dev)
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        _sync(dev)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+class _StreamKernel:
+    """Preallocated STREAM arrays (``nbytes`` each, FP32) and one kernel; ``()`` runs one pass
+    and returns its bandwidth (B/s) in McCalpin's convention (copy counts 2 arrays, triad 3)."""
+
+    def __init__(self, kind: str, nbytes: int, dev: torch.device):
+        if kind not in ("copy", "triad"):
+            raise ValueError(f"kind={kind!r} is not allowed; allowed: 'copy', 'triad'")
+        require_positive("nbytes", nbytes)
+        n = nbytes // 4
+        self.dev, self.nbytes = dev, (2 if kind == "copy" else 3) * n * 4
+        a, b = torch.empty(n, device=dev), torch.rand(n, device=dev)
+        if kind == "copy":
+            self.fn = lambda: a.copy_(b)
+        else:
+            c = torch.rand(n, device=dev)
+            self.fn = lambda: torch.add(b, c, alpha=3.0, out=a)
+        self.fn()  # first touch: page faults are not bandwidth
+        _sync(dev)
+
+    def __call__(self) -> float:
+        t0 = time.perf_counter()
+        self.fn()
+        _sync(self.dev)
+        return self.nbytes / (time.perf_counter() - t0)
+
+
+def _stream_default_nbytes(dev: torch.device) -> int:
+    return 2**30 if dev.type == "cuda" else 64 * MiB
+
+
+def stream_bandwidth(kind: str = "copy", nbytes: int | None = None, dev=None, repeat: int = 5) -> float:
+    """Memory bandwidth (B/s) of a STREAM-like kernel on FP32 arrays of ``nbytes`` each.
+
+    ``"copy"``: ``a[:] = b`` counts 2 arrays moved; ``"triad"``: ``a[:] = b + s·c`` counts 3
+    (McCalpin's STREAM convention: write-allocate traffic is not counted).  Default size: 64 MiB
+    per array on a CPU (twice a 32 MiB last-level cache), 1 GiB on a GPU.  Best of ``repeat``
+    passes after one warm-up pass, as STREAM reports its best rate.
+
+    Raises:
+        ValueError: unknown ``kind``, ``nbytes`` or ``repeat`` < 1.
+    """
+    if kind not in ("copy", "triad"):
+        raise ValueError(f"kind={kind!r} is not allowed; allowed: 'copy', 'triad'")
+    require_positive("repeat", repeat)
+    dev = _dev(dev)
+    k = _StreamKernel(kind, nbytes or _stream_default_nbytes(dev), dev)
+    return max(k() for _ in range(repeat))
+
+
+def gemv_bandwidth(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], n_rows: int, n_cols: int, *,
+                   total_bytes: int = 256 * MiB, repeat: int = 3, seed: int = 0) -> float:
+    """Weight bytes per second (B/s) of a batch-1 projection ``fn(x [1, K], W [N, K]) → [1, N]``
+    on FP32 CPU tensors, with ``N = n_rows``, ``K = n_cols``.
+
+    One matrix would stay in the last-level cache after its first call, so the function builds
+    as many seeded copies of W as fill ``total_bytes`` (default 256 MiB, 8× a 32 MiB L3) and
+    calls ``fn`` on each in turn — every call streams its W from DRAM, as in a decode step.
+    Returns ``copies × N × K × 4`` bytes ÷ the best of ``repeat`` sweeps (after one warm-up).
+
+    Raises:
+        ValueError: ``n_rows``, ``n_cols``, ``total_bytes`` or ``repeat`` < 1.
+    """
+    for name, v in (("n_rows", n_rows), ("n_cols", n_cols), ("total_bytes", total_bytes), ("repeat", repeat)):
+        require_positive(name, v)
+    g = torch.Generator().manual_seed(seed)
+    copies = max(2, total_bytes // (n_rows * n_cols * 4))
+    ws = [torch.randn(n_rows, n_cols, generator=g) for _ in range(copies)]
+    x = torch.randn(1, n_cols, generator=g)
+    t = best_time(lambda: [fn(x, w) for w in ws], torch.device("cpu"), repeat)
+    return copies * n_rows * n_cols * 4 / t
+
+
+def cpu_supports_bf16() -> bool:
+    """True when this x86 CPU has native BF16 dot products (``avx512_bf16`` or ``amx_bf16`` in
+    ``/proc/cpuinfo``); elsewhere False."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            flags = fh.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def matmul_flops(dtype: str = "fp32", n: int | None = None, dev=None, repeat: int = 3) -> float:
+    """Matmul throughput (FLOP/s) of an ``n × n @ n × n`` product in ``dtype``: ``2·n³`` FLOPs
+    over the best of ``repeat`` times.  Default n: 1024 on a CPU, 8192 on a GPU (large enough for
+    tensor cores to reach their plateau; TF32 stays off for fp32).
+
+    Raises:
+        ValueError: dtype not one of fp32/bf16/fp16, ``n`` or ``repeat`` < 1.
+    """
+    check_dtype(dtype, tuple(_TORCH_DTYPES))
+    require_positive("repeat", repeat)
+    dev = _dev(dev)
+    n = n or (8192 if dev.type == "cuda" else 1024)
+    require_positive("n", n)
+    g = torch.Generator(device=dev).manual_seed(0)  # private stream: callers' random draws stay put
+    a = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype], generator=g)
+    b = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype], generator=g)
+    t = best_time(lambda: a @ b, dev, repeat)
+    return 2 * n**3 / t
+
+
+def measure_roofline(dev=None, *, quick: bool = True) -> MeasuredRoofline:
+    """Measure this device's roofline: STREAM copy and triad bandwidth (the larger is the
+    memory roof) and matmul FLOP/s in FP32 and — on a GPU, or a CPU with native BF16
+    (:func:`cpu_supports_bf16`) — BF16.  ``quick=True`` takes about a second on a CPU.
+
+    Returns:
+        :class:`MeasuredRoofline`.
+    """
+    dev = _dev(dev)
+    r = 3 if quick else 10
+    bw = {k: stream_bandwidth(k, dev=dev, repeat=r) for k in ("copy", "triad")}
+    flops = {"fp32": matmul_flops("fp32", dev=dev, repeat=r)}
+    if dev.type == "cuda" or cpu_supports_bf16():
+        flops["bf16"] = matmul_flops("bf16", dev=dev, repeat=r)
+    return MeasuredRoofline(describe_device(dev), max(bw.values()), flops, bw)

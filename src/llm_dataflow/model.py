@@ -87,7 +87,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     one ``torch.bmm``, whose batch axis torch spreads over its threads — each core streams its
     own 1/P of the weight, as a GPU splits a GEMV over its SMs.  The last ``N % P`` rows go
     through ``F.linear``.  With the cores free it streams about 1.5–2× faster than ``F.linear``
-    on our 2-core test VM (chapter 05 measures it on yours, :func:`~llm_dataflow.roofline.gemv_bandwidth`); with a
+    on our 2-core test VM (chapter 05 measures it on yours, :func:`~llm_dataflow.measure.gemv_bandwidth`); with a
     core busy elsewhere it is slower, since every block waits for its slowest thread.
     BF16/FP16 (oneDNN already spreads the work), GPUs, one thread, non-contiguous weights, a
     bias of another dtype and more rows take plain ``F.linear``.

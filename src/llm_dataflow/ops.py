@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from .config import ModelConfig, expected_experts_hit, model_config, tensor_specs
+from .accounting import expected_experts_hit
+from .config import ModelConfig, model_config, tensor_specs
 from .model import Decoder, _check_supported, apply_rope, linear, rms_norm, route
 from .units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
@@ -74,7 +75,7 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
       per matmul: x is read by ``gate_proj`` and again by ``up_proj``).
     * MoE: router ``2·N·D·E``; routed experts ``N·k·(6·D·F_e + 6·F_e + 2·D)`` FLOPs (matmuls,
       SiLU·mul, weighted sum) and the weights of the ``active_experts`` that receive at least one
-      token (``3·D·F_e·e`` each; default :func:`~llm_dataflow.config.expected_experts_hit`
+      token (``3·D·F_e·e`` each; default :func:`~llm_dataflow.accounting.expected_experts_hit`
       ``E·(1 − (1 − k/E)^N)``, the expectation under *uniform* routing — the same assumption as
       ``weight_bytes_read``; a real, skewed router hits fewer, and a float results), plus per
       routed copy of a token ``(3·D + 6·F_e)·e`` (x read by the gate and the up matmul, y
@@ -321,7 +322,7 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
 
     ``tokens`` is the prompt length T in prefill and the cached context C in decode (one new
     token per row).  For MoE presets the layer is the first MoE layer, with
-    :func:`~llm_dataflow.config.expected_experts_hit` experts read (uniform routing, as
+    :func:`~llm_dataflow.accounting.expected_experts_hit` experts read (uniform routing, as
     ``weight_bytes_read`` assumes).  Returns display strings and numbers: FLOPs, bytes, arithmetic
     intensity (FLOP/B), the share of bytes that are weights, and the operators with most bytes
     and most FLOPs (from :func:`analytic_op_costs`).

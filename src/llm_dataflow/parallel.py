@@ -36,16 +36,16 @@ import torch
 from torch import nn
 
 from .collectives import CommCounter, collective_time, p2p_time
-from .config import ModelConfig, model_config, param_count, weight_bytes
+from .accounting import check_parallel, ep_bytes_per_token, tp_bytes_per_token_per_layer, weight_bytes  # noqa: F401
+from .config import ModelConfig, model_config, param_count
 from .hardware import hardware as _hardware
 from .units import GB, dtype_bytes, require_positive
 
 __all__ = [
     "check_tp_degree", "shard_decoder_tp", "tp_forward", "tp_generate", "tp_layer_forward",
-    "tp_bytes_per_token_per_layer",
     "layer_partition", "pipeline_forward", "pipeline_schedule", "pipeline_bubble_fraction",
     "plot_pipeline_timeline",
-    "check_ep_degree", "shard_moe_ep", "ep_moe_forward", "ep_bytes_per_token",
+    "check_ep_degree", "shard_moe_ep", "ep_moe_forward",
     "ring_attention", "ring_attention_bytes_per_rank",
     "parallel_step_time", "plot_topology",
     "demo_tensor_parallel", "demo_pipeline_parallel", "demo_expert_parallel", "demo_context_parallel",
@@ -74,21 +74,9 @@ def demo_inputs(vocab_size: int, batch: int, seq: int, seed: int = 1) -> torch.T
 
 # --- tensor parallel ---------------------------------------------------------------------------
 def check_tp_degree(cfg: ModelConfig, n_ranks: int) -> None:
-    """Raise ``ValueError`` unless ``n_ranks`` divides every dimension tensor parallelism splits:
-    ``n_heads``, ``n_kv_heads`` (each rank keeps whole KV heads), ``d_ff`` (dense MLP layers)
-    and, for MoE, ``moe_d_ff`` and the shared expert's F."""
-    require_positive("n_ranks", n_ranks)
-    dims = [("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads)]
-    if not cfg.is_moe or cfg.dense_layers:
-        dims.append(("d_ff", cfg.d_ff))
-    if cfg.is_moe:
-        dims.append(("moe_d_ff", cfg.moe_d_ff))
-        if cfg.n_shared_experts:
-            dims.append(("shared_d_ff", cfg.shared_d_ff))
-    for name, val in dims:
-        if val % n_ranks:
-            raise ValueError(f"tensor parallel degree n_ranks={n_ranks} does not divide {name}={val}; "
-                             f"allowed: divisors of {name}")
+    """Raise ``ValueError`` unless ``n_ranks`` is a tensor-parallel degree
+    :func:`~llm_dataflow.accounting.check_parallel` accepts for ``cfg`` (the one degree check)."""
+    check_parallel(cfg, tp=n_ranks)
 
 
 def _slice_linear(lin: nn.Linear, dim: int, lo: int, hi: int, keep_bias: bool) -> nn.Linear:
@@ -122,7 +110,8 @@ def shard_decoder_tp(decoder, rank: int, n_ranks: int):
 
     Per layer: ``q_proj`` keeps heads ``rank·H/N …`` (rows ``[H/N·d_h, D]``), ``k_proj``/``v_proj``
     the matching ``H_kv/N`` KV heads (query head h uses KV head ``h // (H/H_kv)``, so contiguous
-    shards stay consistent), ``o_proj`` the matching input columns ``[D, H/N·d_h]``; the SwiGLU
+    shards stay consistent) — or, when N > H_kv, a replica of the one KV head its query heads use
+    (KV head ``rank // (N/H_kv)``; vLLM replicates KV heads the same way), ``o_proj`` the matching input columns ``[D, H/N·d_h]``; the SwiGLU
     MLP (and every MoE expert and the shared expert) keeps F/N channels of ``gate/up_proj``
     (rows) and ``down_proj`` (columns).  Norms, router, embedding and LM head stay replicated.
     Biases of row-parallel layers live on rank 0 only.  Weight bytes per rank for the layers:
@@ -137,12 +126,14 @@ def shard_decoder_tp(decoder, rank: int, n_ranks: int):
     if not isinstance(rank, int) or not 0 <= rank < n_ranks:
         raise ValueError(f"rank={rank!r} is not allowed; allowed: 0..{n_ranks - 1}")
     H, Hkv, dh = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    hq, hk = H // n_ranks, Hkv // n_ranks
+    hq = H // n_ranks
+    # first KV head of this rank and how many: a contiguous 1/N share, or one replicated head
+    k0, hk = (rank * (Hkv // n_ranks), Hkv // n_ranks) if n_ranks <= Hkv else (rank // (n_ranks // Hkv), 1)
     for layer in decoder.model.layers:
         at = layer.self_attn
         at.q_proj = _slice_linear(at.q_proj, 0, rank * hq * dh, (rank + 1) * hq * dh, True)
-        at.k_proj = _slice_linear(at.k_proj, 0, rank * hk * dh, (rank + 1) * hk * dh, True)
-        at.v_proj = _slice_linear(at.v_proj, 0, rank * hk * dh, (rank + 1) * hk * dh, True)
+        at.k_proj = _slice_linear(at.k_proj, 0, k0 * dh, (k0 + hk) * dh, True)
+        at.v_proj = _slice_linear(at.v_proj, 0, k0 * dh, (k0 + hk) * dh, True)
         at.o_proj = _slice_linear(at.o_proj, 1, rank * hq * dh, (rank + 1) * hq * dh, rank == 0)
         at.H, at.Hkv = hq, hk
         mlp = layer.mlp
@@ -154,7 +145,7 @@ def shard_decoder_tp(decoder, rank: int, n_ranks: int):
         else:
             _shard_swiglu(mlp, rank, n_ranks)
     decoder.tp_rank, decoder.tp_size = rank, n_ranks
-    # the KV cache of a TP rank holds its H_kv/N heads only
+    # the KV cache of a TP rank holds its H_kv/N heads only (one replicated head when N > H_kv)
     decoder.tp_cfg = cfg.replace(n_heads=hq, n_kv_heads=hk)
     return decoder
 
@@ -212,28 +203,6 @@ def tp_generate(decoder, input_ids: torch.Tensor, max_new_tokens: int, comm: Com
         nxt = tp_forward(decoder, nxt, comm, cache)[:, -1].argmax(-1, keepdim=True)
     return {"tokens": torch.cat(out, 1), "decode_handed": comm.handed["all_reduce"] - before,
             "decode_steps": max_new_tokens - 1}
-
-
-def tp_bytes_per_token_per_layer(cfg: ModelConfig | str, n_ranks: int, dtype: str = "bf16") -> dict:
-    """Tensor-parallel communication per token per layer (Megatron-LM, arXiv:1909.08053 §3).
-
-    Two all-reduces per layer, each of one ``D``-vector per token:
-    ``handed = 2·D·elem`` bytes (what a rank gives ``all_reduce``) and, with ring all-reduce,
-    ``sent = 2·2(N−1)/N·D·elem`` bytes leaving each rank.
-
-    Returns:
-        ``{"handed": bytes, "sent_per_rank": bytes, "all_reduces": 2}``.
-
-    Raises:
-        ValueError: unknown preset or dtype, bad ``n_ranks``.
-    """
-    from .collectives import collective_bytes_per_rank
-
-    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
-    require_positive("n_ranks", n_ranks)
-    handed = 2 * cfg.d_model * dtype_bytes(dtype)
-    return {"handed": handed, "sent_per_rank": 2 * collective_bytes_per_rank("all_reduce", handed / 2, n_ranks),
-            "all_reduces": 2}
 
 
 # --- pipeline parallel -------------------------------------------------------------------------
@@ -366,14 +335,13 @@ def plot_pipeline_timeline(events: list[dict], ax=None, title: str = "", unit: s
 
 # --- expert parallel ---------------------------------------------------------------------------
 def check_ep_degree(cfg: ModelConfig, n_ranks: int) -> None:
-    """Raise ``ValueError`` unless the config is MoE and ``n_ranks`` divides ``n_routed_experts``."""
+    """Raise ``ValueError`` unless ``n_ranks`` is an expert-parallel degree
+    :func:`~llm_dataflow.accounting.check_parallel` accepts (an MoE whose E it divides)."""
     require_positive("n_ranks", n_ranks)
     if not cfg.is_moe:
         raise ValueError(f"n_routed_experts={cfg.n_routed_experts} (model {cfg.name!r} is dense); "
                          "expert parallelism needs an MoE config")
-    if cfg.n_routed_experts % n_ranks:
-        raise ValueError(f"expert parallel degree n_ranks={n_ranks} does not divide "
-                         f"n_routed_experts={cfg.n_routed_experts}; allowed: divisors of n_routed_experts")
+    check_parallel(cfg, ep=n_ranks)
 
 
 def shard_moe_ep(moe, rank: int, n_ranks: int, cfg: ModelConfig | None = None):
@@ -456,22 +424,6 @@ def ep_moe_forward(moe, x: torch.Tensor, comm: CommCounter) -> tuple[torch.Tenso
                  "remote_bytes": int(remote)}
 
 
-def ep_bytes_per_token(cfg: ModelConfig | str, n_ranks: int, dtype: str = "bf16") -> dict:
-    """Expected expert-parallel traffic per token per MoE layer with uniform routing: each of
-    the k slots of a token goes to a remote rank with probability ``(N−1)/N``; dispatch and
-    combine each move one ``D``-vector per remote slot (GShard, arXiv:2006.16668 §2).
-
-    Returns ``{"dispatch": k·(N−1)/N·D·elem, "combine": same, "total": 2×}`` (bytes).
-
-    Raises:
-        ValueError: dense config, bad ``n_ranks`` or dtype.
-    """
-    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
-    check_ep_degree(cfg, n_ranks)
-    one = cfg.n_experts_per_token * (n_ranks - 1) / n_ranks * cfg.d_model * dtype_bytes(dtype)
-    return {"dispatch": one, "combine": one, "total": 2 * one}
-
-
 # --- context parallel --------------------------------------------------------------------------
 @torch.inference_mode()
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: CommCounter,
@@ -539,55 +491,54 @@ def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_di
 
 
 # --- topology and the communication-vs-compute calculator ---------------------------------------
-@functools.lru_cache(maxsize=64)
-def _model_sizes(model: str, dtype: str) -> tuple[int, int]:
-    # weight bytes and active parameters of a preset: enumerating tensors takes ms, and a
-    # calculator evaluates its whole grid (thousands of settings) at once
-    cfg = model_config(model)
-    return weight_bytes(cfg, dtype), param_count(cfg, active=True)
-
-
 def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM", tp: int = 8, pp: int = 1,
-                       link: str = "NVLink4", batch: int = 1, dtype: str = "bf16", pp_link: str | None = None) -> dict:
-    """One decode step (one new token for each of ``batch`` sequences) on ``tp × pp`` GPUs:
-    compute time vs communication time, analytically.
+                       link: str = "NVLink4", batch: int = 1, dtype: str = "bf16", pp_link: str | None = None,
+                       context: int = 0) -> dict:
+    """One decode step (one new token for each of ``batch`` sequences at ``context`` cached
+    tokens) on ``tp × pp`` GPUs: compute time vs communication time, analytically — a view of
+    :mod:`llm_dataflow.accounting`.
 
     Model (all times in s):
 
-    * compute per stage = ``max(W/(tp·pp)/HBM_bw, 2·P_active·B/(tp·pp)/peak)`` — the roofline
-      of reading this GPU's weights once vs its FLOPs (``W`` = :func:`weight_bytes`,
-      ``P_active`` = :func:`param_count` ``(active=True)``); KV-cache reads and kernel launch
-      overheads are left out;
+    * compute per stage = the roofline of this GPU's share of the step:
+      ``max(bytes_gpu/HBM_bw, FLOPs/(tp·pp)/peak)``, where ``bytes_gpu`` is the weights read
+      (:func:`~llm_dataflow.accounting.weight_bytes_read` — MoE experts the batch is expected to
+      touch — over ``tp·pp``) plus this GPU's KV read and write (its stage's layers, its KV heads:
+      replicated when ``tp > n_kv_heads``) and FLOPs are
+      :func:`~llm_dataflow.accounting.decode_step_flops`; at ``tp = pp = 1`` this is exactly
+      :func:`~llm_dataflow.roofline.decode_step_lower_bound`.  Launch overheads are left out;
     * TP communication per stage = ``2·(L/pp)`` all-reduces of ``B·D·elem`` bytes over ``tp``
-      ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link``); it sits between
-      dependent matmuls, so it adds to the step unless other work (another micro-batch)
+      ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link``, the α–β ring
+      model); it sits between dependent matmuls, so it adds to the step unless other work
       overlaps it;
     * PP communication = ``pp − 1`` sends of ``B·D·elem`` bytes (:func:`p2p_time`) over
-      ``pp_link`` (default: ``link``; e.g. TP inside a node on NVLink, PP across nodes on
-      InfiniBand);
+      ``pp_link`` (default: ``link``);
     * a step crosses all ``pp`` stages one after another.
 
     Returns:
-        dict: ``GPUs``, ``weights per GPU (GB)``, ``fits in HBM``, ``all-reduce message (bytes)``,
-        compute / TP / PP / total communication time per step and per token (s),
-        ``comm / compute`` and a ``verdict`` on whether the communication could hide behind
-        compute.  For MoE models every expert's weights are counted as read each step (true at
-        large batch; an overestimate at batch 1).
+        dict: ``GPUs``, ``weights per GPU (GB)``, the memory-fit verdict
+        (:func:`~llm_dataflow.accounting.memory_fit`), ``all-reduce message (bytes)``, compute /
+        TP / PP / total communication time per step and per token (s), ``comm / compute`` and a
+        ``verdict`` on whether the communication could hide behind compute.
 
     Raises:
-        ValueError: unknown preset, ``tp``/``pp``/``batch`` not positive, ``pp > n_layers``.
+        ValueError: unknown preset, a layout :func:`~llm_dataflow.accounting.check_parallel`
+            rejects, ``batch`` not positive, ``context`` negative.
     """
+    from .accounting import (_as_plan, decode_step_flops, kv_bytes, memory_fit, weight_bytes_read,
+                             _kv_heads_per_rank, _kv_token)
     cfg = model_config(model)
     hw = _hardware(hardware)
-    for f, v in (("tp", tp), ("pp", pp), ("batch", batch)):
-        require_positive(f, v)
-    if pp > cfg.n_layers:
-        raise ValueError(f"pp={pp} is more than n_layers={cfg.n_layers}")
-    elem = dtype_bytes(dtype)
-    W, P = _model_sizes(model, dtype)
+    check_parallel(cfg, tp=tp, pp=pp)
+    require_positive("batch", batch)
+    plan = _as_plan(dtype)
+    fit = memory_fit(cfg, hw, plan, batch=batch, context=context, tp=tp, pp=pp)
+    elem = dtype_bytes(plan.activation_dtype)
     n_gpu = tp * pp
-    t_mem = W / n_gpu / hw.hbm_bandwidth
-    t_flop = 2 * P * batch / n_gpu / hw.flops(dtype)
+    kv_share = _kv_heads_per_rank(cfg, tp) / pp
+    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * _kv_token(cfg, plan.kv_dtype)) * kv_share
+    t_mem = (weight_bytes_read(cfg, plan, batch) / n_gpu + kv_gpu) / hw.hbm_bandwidth
+    t_flop = decode_step_flops(cfg, batch, context) / n_gpu / hw.flops(plan.compute_dtype(hw))
     compute = pp * max(t_mem, t_flop)
     msg = batch * cfg.d_model * elem
     t_tp = 2 * cfg.n_layers * collective_time("all_reduce", msg, tp, link) if tp > 1 else 0.0
@@ -598,8 +549,8 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
                "hides behind compute if overlapped" if ratio < 1 else "communication-bound")
     return {
         "GPUs": n_gpu,
-        "weights per GPU (GB)": W / n_gpu / GB,
-        "fits in HBM": "yes" if W / n_gpu < hw.memory_bytes else "no",
+        "weights per GPU (GB)": fit.weights / GB,
+        "memory per GPU": fit.reason,
         "all-reduce message (bytes)": int(msg),
         "compute per step (s)": compute,
         "TP all-reduce per step (s)": t_tp,

@@ -2,7 +2,7 @@
 
 The account quantisation changes is **bytes per element**: a decode step reads every weight once,
 so storing 4 bits instead of 16 cuts the bytes a step must move by up to 4×.  The layout here is
-the one :class:`llm_dataflow.config.QuantSpec` counts, byte for byte:
+the one :class:`llm_dataflow.accounting.QuantSpec` counts, byte for byte:
 
 * values: ``ceil(out·in·bits/8)`` bytes (INT4 packed two per byte, low nibble first);
 * scales: one per group in ``spec.scale_dtype`` (FP16 by default, FP32 for FP8 blocks);
@@ -29,7 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ModelConfig, QuantSpec, tensor_specs
+from .accounting import QuantSpec
+from .config import ModelConfig, tensor_specs
 from .units import dtype_bits
 
 __all__ = [
@@ -339,7 +340,7 @@ def int8_weight_matmul(x: torch.Tensor, qt: QuantizedTensor) -> torch.Tensor:
     return torch.ops.aten._weight_int8pack_mm(x, qt.data, qt.scales.reshape(-1).to(x.dtype))
 
 
-#: Named weight formats for calculators: ``name → QuantSpec factory(group_size)`` (None = unquantised).
+#: Named weight formats the chapter-08 kernels implement: ``name → QuantSpec factory(group_size)``.
 QUANT_SCHEMES = ("bf16", "int8 per-channel", "int4 group-wise", "fp8 block")
 
 
@@ -357,30 +358,33 @@ def quant_spec(scheme: str, group_size: int = 128) -> QuantSpec | None:
             "fp8 block": lambda: QuantSpec.fp8_block(group_size)}[scheme]()
 
 
-def quant_report(model: str = "Llama-3-8B", scheme: str = "int4 group-wise", group_size: int = 128,
-                 hw: str = "H100-SXM") -> dict:
-    """Calculator outputs: weight bytes of preset ``model`` under ``scheme`` (kept tensors in BF16),
-    bytes per quantised element (values + scales + zero points), and the decode-step lower bound
-    ``weight bytes / HBM bandwidth`` on ``hw`` (batch 1: every weight read once per token; KV
-    cache and activations ignored; the embedding table counted whole, although a decode step
-    gathers only one row of it) — reachable only with a kernel that reads the low-bit data.
+def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H100-SXM") -> dict:
+    """Chapter 08's calculator: a view of :mod:`llm_dataflow.accounting` for preset ``model`` with
+    weights in format ``weights`` (:data:`~llm_dataflow.accounting.WEIGHT_FORMATS`; unquantised
+    roles in BF16, KV cache in BF16): weight bytes stored and their ratio to BF16, bits per
+    quantised element (values + scales + zero points), the bytes a batch-1 decode step at
+    context 0 reads (gathered embedding row, every other weight once) and its lower bound on
+    ``hw`` — the same numbers chapter 05's ``decode_calculator`` shows for this setting,
+    reachable only with a kernel that reads the low-bit data.
 
     Raises:
-        ValueError: unknown preset, scheme or hardware; a group size that does not divide a
-            weight's input dimension.
+        ValueError: unknown preset, format or hardware.
     """
-    from .config import model_config, weight_bytes
-    from .hardware import hardware
+    from .accounting import precision_plan, weight_bytes
+    from .config import model_config
+    from .roofline import decode_step_bounds
+    from .units import GB
 
     cfg = model_config(model)
-    spec = quant_spec(scheme, group_size)
-    base = weight_bytes(cfg, "bf16")
-    nb = weight_bytes(cfg, "bf16", quant=spec)
+    plan = precision_plan(weights)
+    spec = plan.quant
+    nb = weight_bytes(cfg, plan)
     quantised = [t for t in tensor_specs(cfg) if spec is not None and t.in_features is not None
                  and t.role not in spec.keep]
     n_q = sum(t.numel for t in quantised)
     qb = sum(spec.tensor_bytes(t.shape, t.in_features) for t in quantised) if quantised else 0
-    bw = hardware(hw).hbm_bandwidth
-    return {"weight bytes": nb, "vs bf16": round(nb / base, 4),
+    b = decode_step_bounds(cfg, hw, 1, 0, plan)
+    return {"weight bytes stored": nb, "vs bf16": round(nb / weight_bytes(cfg, "bf16"), 4),
             "bits per quantised element": round(8 * qb / n_q, 4) if n_q else 16.0,
-            "decode step lower bound (ms)": round(nb / bw * 1e3, 4)}
+            "GB read per decode step": b.nbytes / GB,
+            "decode step ≥ (ms)": b.time_s * 1e3}

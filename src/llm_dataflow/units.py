@@ -30,7 +30,8 @@ DTYPE_BITS: dict[str, int] = {
     "fp8_e5m2": 8,
     "int8": 8,
     "int4": 4,
-    "fp4": 4,
+    "fp4": 4,      # E2M1 (OCP MX v1.0 §5.3.3; NVFP4's element type)
+    "e8m0": 8,     # power-of-two scale of the OCP MX formats
     "int32": 32,
     "int64": 64,
 }

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .accounting import QuantSpec, weight_bytes
+from .accounting import QuantSpec, weight_bytes  # noqa: F401
 from .config import MODEL_PRESETS, model_config, param_count
 from .hardware import HARDWARE
 from .measure import host_to_device_seconds
@@ -28,7 +28,7 @@ from .units import GB, GiB, fmt_measured, require_positive
 __all__ = [
     "SAFETENSORS_DTYPE_BYTES", "minilm_checkpoint", "read_safetensors_header", "tensor_file_range",
     "evict_from_page_cache", "read_rows_lazily", "LazyRead", "write_sharded_checkpoint",
-    "load_sharded_checkpoint", "inspect_checkpoint", "CAPACITY_FORMATS", "capacity",
+    "load_sharded_checkpoint", "inspect_checkpoint", "capacity",
     "measure_load_path", "LoadHop", "checkpoint_dir_from_env",
 ]
 
@@ -284,22 +284,13 @@ def checkpoint_dir_from_env() -> pathlib.Path | None:
     return p
 
 
-#: Storage formats of the capacity calculator: (base dtype, QuantSpec or None).
-CAPACITY_FORMATS = {
-    "fp32": ("fp32", None),
-    "bf16": ("bf16", None),
-    "fp16": ("fp16", None),
-    "fp8 (E4M3, 128x128 blocks)": ("bf16", QuantSpec.fp8_block(128)),
-    "int8 (per-channel)": ("bf16", QuantSpec.int8_per_channel()),
-    "int4 (group 128)": ("bf16", QuantSpec.int4_groupwise(128)),
-}
-
-
 def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
-    """Weight capacity of preset ``model`` stored as ``fmt`` (a key of :data:`CAPACITY_FORMATS`).
+    """Weight capacity of preset ``model`` stored as ``fmt`` (a weight format of
+    :data:`~llm_dataflow.accounting.WEIGHT_FORMATS`) — a view of
+    :func:`~llm_dataflow.accounting.weight_bytes`.
 
-    Quantised formats keep embeddings, lm_head, norms and routers in BF16 and add scales and zero
-    points (see :class:`QuantSpec`).
+    Quantised formats keep embeddings, lm_head, norms and routers in BF16 and add their scales
+    (and zero points, ``int4-zp``), see :class:`~llm_dataflow.accounting.QuantSpec`.
 
     Returns:
         ``{"parameters", "weight bytes", "GB (1e9)", "GiB (2^30)", "bytes/parameter",
@@ -308,13 +299,12 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     Raises:
         ValueError: unknown model, format or hardware.
     """
-    if fmt not in CAPACITY_FORMATS:
-        raise ValueError(f"fmt={fmt!r} is not allowed; allowed: {', '.join(CAPACITY_FORMATS)}")
+    from .accounting import precision_plan
     if hw not in HARDWARE:
         raise ValueError(f"hw={hw!r} is not a preset; allowed: {', '.join(HARDWARE)}")
+    plan = precision_plan(fmt)
     cfg = model_config(model)
-    base, q = CAPACITY_FORMATS[fmt]
-    nbytes = weight_bytes(cfg, base, quant=q)
+    nbytes = weight_bytes(cfg, plan)
     n = param_count(cfg)
     mem = HARDWARE[hw].memory_bytes
     return {"parameters": n, "weight bytes": nbytes, "GB (1e9)": round(nbytes / GB, 2),

@@ -494,6 +494,12 @@ _add(ModelConfig(name="Llama-3.1-70B", model_type="llama", n_layers=80, d_model=
                                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
                  source=_hf("meta-llama/Llama-3.1-70B"), published_params=70_600_000_000,
                  published_precision=100_000_000))
+_add(ModelConfig(name="Llama-2-70B", model_type="llama", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
+                 head_dim=128, d_ff=28672, vocab_size=32000, max_position_embeddings=4096,
+                 source=_hf("meta-llama/Llama-2-70b-hf") + "; Touvron et al. 2023, arXiv:2307.09288 (GQA with 8 "
+                        "KV heads in the 70B model)",
+                 notes="Meta names it 70B; these shapes hold 68,976,648,192 parameters. Used by the published "
+                       "measurements (gpt-fast, TensorRT-LLM, MLPerf Inference)."))
 _add(ModelConfig(name="Mistral-7B-v0.1", model_type="mistral", n_layers=32, d_model=4096, n_heads=32,
                  n_kv_heads=8, head_dim=128, d_ff=14336, vocab_size=32000, max_position_embeddings=32768,
                  sliding_window=4096, source=_hf("mistralai/Mistral-7B-v0.1") + "; Jiang et al. 2023, arXiv:2310.06825",

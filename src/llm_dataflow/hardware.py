@@ -13,7 +13,7 @@ from .units import GB, TB, KiB, MiB, check_dtype, require_positive
 
 __all__ = [
     "HardwareSpec", "LinkSpec", "hardware", "link", "HARDWARE", "LINKS",
-    "arithmetic_intensity", "ridge_point",
+    "REFERENCE_HARDWARE", "REFERENCE_LINKS", "arithmetic_intensity", "ridge_point",
 ]
 
 
@@ -160,28 +160,65 @@ LINKS: dict[str, LinkSpec] = {
 }
 
 
-def _lookup(table: dict, name: str, what: str):
-    if name not in table:
-        raise ValueError(f"{what}={name!r} is not a preset; allowed: {', '.join(table)}")
-    return table[name]
+# ---------------------------------------------------------------------------------------------
+# Reference parts: parts that appear only beside published measurements (``ldf.published``,
+# the appendix "The model against the world").  They live in their own tables so that the
+# chapters' calculators, which offer every entry of HARDWARE / LINKS, do not change.
+# ``hardware()`` and ``link()`` find them too.
+# ---------------------------------------------------------------------------------------------
+_H800_SRC = ("DeepSeek FlashMLA, docs/20250422-new-kernel-deep-dive.md: 'An NVIDIA H800 SXM5 GPU has a peak "
+             "memory bandwidth of 3.35 TB/s and peak FLOPs of 990 TFlops' (BF16 dense; 989 TFLOPS = 132 SMs "
+             "x 4096 FLOP/clock x 1830 MHz, docs/20250929-hopper-fp8-sparse-deep-dive.md); the same GH100 die "
+             "as H100 SXM, so FP8 dense = 2 x BF16 (NVIDIA H100 datasheet: 1,978.9 TFLOPS) and 80 GB HBM3")
+
+REFERENCE_HARDWARE: dict[str, HardwareSpec] = {
+    "H800-SXM": HardwareSpec(
+        name="H800-SXM", architecture="Hopper", memory_bytes=80 * GB, hbm_bandwidth=3.35 * TB,
+        peak_flops={"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12,
+                    "fp32": 67e12, "int8": 1978.9e12},
+        n_sms=132, l2_bytes=50 * MiB, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
+        tmem_per_sm_bytes=0, boost_clock_hz=1.83e9, nvlink="NVLink4-H800", host_link="PCIe-Gen5-x16",
+        source=_H800_SRC,
+        notes="The export variant of H100 SXM that DeepSeek's published kernels and serving numbers use; "
+              "only its NVLink differs from H100-SXM here. FlashMLA's deep dive adds that under load its "
+              "clock throttled to ~1600 MHz, a practical BF16 peak of ~865 TFLOPS."),
+}
+
+REFERENCE_LINKS: dict[str, LinkSpec] = {
+    # DeepSeek's stated NVLink maximum (per direction); NVIDIA's own H800 NVLink figure is not in
+    # this book's sources, so this is a practical maximum, not a datasheet line rate.
+    "NVLink4-H800": LinkSpec("NVLink4-H800", 160 * GB, 320 * GB, 1e-6, "intra-node",
+                             "DeepEP README (legacy V1 performance): 'H800 (~160 GB/s NVLink maximum "
+                             "bandwidth)'; DeepSeek-V3 Technical Report, arXiv:2412.19437 §3.2.2: NVLink "
+                             "160 GB/s, IB 50 GB/s"),
+}
+
+
+def _lookup(tables: tuple, name: str, what: str):
+    for table in tables:
+        if name in table:
+            return table[name]
+    allowed = ", ".join(k for t in tables for k in t)
+    raise ValueError(f"{what}={name!r} is not a preset; allowed: {allowed}")
 
 
 def hardware(name: str) -> HardwareSpec:
-    """Return the accelerator preset ``name`` (one of :data:`HARDWARE`).
+    """Return the accelerator preset ``name`` (one of :data:`HARDWARE`, or of
+    :data:`REFERENCE_HARDWARE`, the parts only the published measurements use).
 
     Raises:
         ValueError: unknown name; the message lists the presets.
     """
-    return _lookup(HARDWARE, name, "hardware")
+    return _lookup((HARDWARE, REFERENCE_HARDWARE), name, "hardware")
 
 
 def link(name: str) -> LinkSpec:
-    """Return the link preset ``name`` (one of :data:`LINKS`).
+    """Return the link preset ``name`` (one of :data:`LINKS` or :data:`REFERENCE_LINKS`).
 
     Raises:
         ValueError: unknown name.
     """
-    return _lookup(LINKS, name, "link")
+    return _lookup((LINKS, REFERENCE_LINKS), name, "link")
 
 
 def arithmetic_intensity(flops: float, nbytes: float) -> float:

@@ -7,8 +7,16 @@ import pytest
 import torch
 
 import llm_dataflow as ldf
-from llm_dataflow.memory import (CacheLevel, MountainPoint, cache_levels, memory_mountain,
-                                 mountain_sizes, parse_cache_size, parse_lscpu_caches, tier_bandwidth)
+from llm_dataflow.memory import (CacheLevel, MountainPoint, available_memory_bytes, cache_levels,
+                                 last_level_cache_bytes, memory_mountain, mountain_sizes, parse_cache_size,
+                                 parse_lscpu_caches, past_last_level_bytes, tier_bandwidth)
+
+# The two kinds of 2-core VM this book is checked on, and a VM told of its host's whole L3.
+AMD = [CacheLevel("L1d", 1, "Data", 32 * 1024, "0", "sysfs"), CacheLevel("L1i", 1, "Instruction", 32 * 1024, "0", "sysfs"),
+       CacheLevel("L2", 2, "Unified", 2**20, "0", "sysfs"), CacheLevel("L3", 3, "Unified", 32 * 2**20, "0-1", "sysfs")]
+INTEL = [CacheLevel("L1d", 1, "Data", 48 * 1024, "0", "sysfs"), CacheLevel("L2", 2, "Unified", 2560 * 1024, "0", "sysfs"),
+         CacheLevel("L3", 3, "Unified", 48 * 2**20, "0-1", "sysfs")]
+BIG_L3 = INTEL[:2] + [CacheLevel("L3", 3, "Unified", 260 * 2**20, "0-1", "sysfs")]
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -64,10 +72,50 @@ def test_mountain_sizes():
         mountain_sizes(4096, 1024)
 
 
+@pytest.mark.parametrize("caches,llc", [(AMD, 32 * 2**20), (INTEL, 48 * 2**20), (BIG_L3, 260 * 2**20)])
+def test_mountain_sizes_reach_dram_on_every_machine(caches, llc):
+    """The default sweep goes to 4x the reported LLC, so tier_bandwidth finds a DRAM point on each kind."""
+    assert last_level_cache_bytes(caches) == llc
+    s = mountain_sizes(caches=caches)
+    assert s[0] == 4096 and s == sorted(s) and all(x % 64 == 0 for x in s)
+    assert llc in s and 2 * llc in s and s[-1] == 4 * llc
+    # per-octave steps up to the LLC, one point per doubling past it
+    assert [x for x in s if x > llc] == [2 * llc, 4 * llc]
+    pts = [MountainPoint("read", x, x, 1.0, 1.0, 1.0, "cpu") for x in s]
+    assert "DRAM" in tier_bandwidth(pts, caches)
+
+
+def test_mountain_sizes_without_caches_and_bad_lo():
+    s = mountain_sizes(caches=[])
+    assert s[0] == 4096 and s[-1] == 128 * 2**20
+    with pytest.raises(ValueError, match="lo"):
+        mountain_sizes(64 * 2**20, caches=AMD)
+
+
+def test_past_last_level_bytes():
+    assert past_last_level_bytes(4, AMD) == 128 * 2**20
+    assert past_last_level_bytes(1.5, INTEL) == 72 * 2**20
+    assert past_last_level_bytes(4, [], minimum=2**20) == 2**20          # nothing reported: the floor
+    assert past_last_level_bytes(1, AMD, minimum=2**30) == 2**30
+    assert past_last_level_bytes(1 / 3, AMD) % 64 == 0                   # whole cache lines
+    assert last_level_cache_bytes([AMD[1]]) == 0                        # instruction caches do not count
+    with pytest.raises(ValueError, match="caches"):
+        past_last_level_bytes(4, [])
+    with pytest.raises(ValueError, match="factor"):
+        past_last_level_bytes(0, AMD)
+    with pytest.raises(ValueError, match="minimum"):
+        past_last_level_bytes(4, AMD, minimum=-1)
+
+
+def test_available_memory():
+    avail = available_memory_bytes()
+    assert avail is None or avail > 0
+
+
 def test_memory_mountain_small_sweep():
     threads = torch.get_num_threads()
     pts = memory_mountain([4096, 65536], ops=("read", "copy"), dev="cpu", target_bytes=2**20, repeat=3,
-                          show_progress=False)
+                          min_time_s=0.0, show_progress=False)
     assert torch.get_num_threads() == threads          # restored
     assert [(p.op, p.working_set_bytes) for p in pts] == [("read", 4096), ("read", 65536),
                                                           ("copy", 4096), ("copy", 65536)]
@@ -81,11 +129,17 @@ def test_memory_mountain_small_sweep():
 
 @pytest.mark.parametrize("kwargs,field", [
     (dict(ops=("write",)), "ops"), (dict(sizes=[32]), "sizes"), (dict(repeat=0), "repeat"),
-    (dict(threads=0), "threads"),
+    (dict(threads=0), "threads"), (dict(min_time_s=-1), "min_time_s"), (dict(max_time_s=-1.0), "max_time_s"),
 ])
 def test_memory_mountain_bad_input(kwargs, field):
     with pytest.raises(ValueError, match=field):
         memory_mountain(dev="cpu", show_progress=False, **kwargs)
+
+
+@pytest.mark.skipif(available_memory_bytes() is None, reason="the OS reports no available memory")
+def test_memory_mountain_refuses_sizes_beyond_memory():
+    with pytest.raises(ValueError, match="sizes"):
+        memory_mountain([2**60], dev="cpu", show_progress=False)
 
 
 def test_tier_bandwidth_grouping():

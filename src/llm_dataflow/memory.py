@@ -1,8 +1,9 @@
 """The reader's memory mountain: measured bandwidth vs working-set size (chapter 04).
 
 Reading a buffer that fits in L1 is many times faster than reading one that spills to DRAM.
-Sweeping the working-set size from a few KiB to well past the last-level cache and plotting
-bandwidth on log axes shows one plateau per tier of the hierarchy — the "memory mountain" of
+Sweeping the working-set size from a few KiB to well past the last-level cache (by default 4× the
+size the OS reports, :func:`mountain_sizes`) and plotting bandwidth on log axes shows one plateau
+per tier of the hierarchy — the "memory mountain" of
 Bryant & O'Hallaron, *Computer Systems: A Programmer's Perspective*, 3rd ed., §6.6.1 (their
 mountain also varies the stride; ours keeps stride 1 and varies the size).
 
@@ -17,12 +18,19 @@ How it measures (and what that costs in honesty):
   counter does not see that.  Each call costs a fixed dispatch overhead (about a microsecond on
   CPU, several on GPU), which caps the copy curve at small sizes: that left edge measures
   Python + torch, not L1.
-* Each point is timed ``repeat`` times after a warm-up (``measure.time_fn``); we keep the median
-  and the spread.  Other processes sharing the cores and caches, frequency changes and the
-  allocator's page placement move single points by tens of percent; plateaus are what to read.
+* Each point is timed ``repeat`` times after a warm-up (``measure.time_fn``), more often where
+  one call is short (until ``min_time_s`` of timed calls, at most ``10·repeat``: small sizes cost
+  microseconds, and a neighbour's burst then hits one call of many, not the median) and only 3
+  times where calls are long (DRAM sizes, once ``max_time_s`` has passed).  We keep the median and the spread.  Other processes sharing the cores and caches,
+  frequency changes and the allocator's page placement move single points by tens of percent;
+  plateaus are what to read.
 
 Cache sizes come from the OS (:func:`cache_levels`): ``/sys/devices/system/cpu/cpu0/cache``
-(Linux sysfs, ``Documentation/ABI/testing/sysfs-devices-system-cpu``), else ``lscpu``.
+(Linux sysfs, ``Documentation/ABI/testing/sysfs-devices-system-cpu``), else ``lscpu``.  On a
+virtual machine the OS reports the *host's* caches: a 2-vCPU guest may be told of a last-level
+cache of hundreds of MiB that it shares with every other guest on the socket, so its measured
+cliff can come well before the reported size.  That is why sizes are taken *past* the reported
+last level (:func:`past_last_level_bytes`), never just up to it.
 """
 from __future__ import annotations
 
@@ -41,6 +49,7 @@ from .measure import progress, time_fn
 from .units import KiB, MiB, fmt_bytes, require_positive
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
+           "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",
            "mountain_sizes", "memory_mountain", "call_overhead", "tier_bandwidth", "plot_mountain"]
 
 _SYSFS_CACHE = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
@@ -167,44 +176,137 @@ def cache_levels(sysfs: pathlib.Path | str = _SYSFS_CACHE) -> list[CacheLevel]:
     return sorted(out, key=lambda c: (c.level, c.type != "Data"))
 
 
-def mountain_sizes(lo: int = 4 * KiB, hi: int = 128 * MiB, per_octave: int = 2) -> list[int]:
-    """Working-set sizes (bytes) from ``lo`` to ``hi``, ``per_octave`` per factor of 2, each a
-    multiple of 64 bytes (a cache line).
+def last_level_cache_bytes(caches: list[CacheLevel] | None = None) -> int:
+    """Bytes of one instance of the last (highest-level) data or unified cache, 0 if none is known.
+
+    ``caches`` defaults to :func:`cache_levels` (this machine, as the OS reports it).  On a
+    virtual machine that is the host's cache, shared with other guests (see the module docstring).
+    """
+    caches = cache_levels() if caches is None else caches
+    levels = [c for c in caches if c.type != "Instruction"]
+    if not levels:
+        return 0
+    top = max(c.level for c in levels)
+    return max(c.size_bytes for c in levels if c.level == top)
+
+
+def past_last_level_bytes(factor: float = 4.0, caches: list[CacheLevel] | None = None, *,
+                          minimum: int = 0) -> int:
+    """A working-set size well past the last-level cache: ``max(minimum, factor × LLC)`` bytes,
+    rounded up to a multiple of 64 B (one cache line).  Sizes measurements so that DRAM, not a
+    cache, serves them, on whatever machine runs them.
+
+    Why a factor and not the LLC itself: a stream of exactly LLC bytes still hits partly (the
+    replacement policy keeps some lines, and on a VM the reported LLC is shared); at 4× at most a
+    quarter could stay resident in the best case.
+
+    Args:
+        factor: multiple of the LLC (> 0).
+        caches: default :func:`cache_levels`.
+        minimum: bytes to return at least (covers an OS that reports no caches).
 
     Raises:
-        ValueError: non-positive arguments or ``hi < lo``.
+        ValueError: ``factor`` not positive, ``minimum`` negative, or no cache is known and
+            ``minimum`` is 0.
+    """
+    if not isinstance(factor, (int, float)) or not factor > 0:
+        raise ValueError(f"factor={factor!r} is not allowed; it must be a positive number")
+    if not isinstance(minimum, int) or minimum < 0:
+        raise ValueError(f"minimum={minimum!r} is not allowed; it must be an integer >= 0 (bytes)")
+    llc = last_level_cache_bytes(caches)
+    size = max(minimum, math.ceil(factor * llc / 64) * 64)
+    if size == 0:
+        raise ValueError("caches: the OS reports no cache sizes here; pass minimum= (bytes) to size "
+                         "the measurement")
+    return size
+
+
+def available_memory_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` (Linux; bytes the kernel estimates can be allocated
+    without swapping), or ``None`` where it is not reported."""
+    try:
+        for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * KiB          # the file's "kB" are KiB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def mountain_sizes(lo: int = 4 * KiB, hi: int | None = None, per_octave: int = 2, *,
+                   caches: list[CacheLevel] | None = None) -> list[int]:
+    """Working-set sizes (bytes), ascending, each a multiple of 64 bytes (a cache line).
+
+    With ``hi`` given: ``lo`` to ``hi``, ``per_octave`` sizes per factor of 2.
+
+    With ``hi=None`` (the default), sized from the caches the OS reports (``caches``, default
+    :func:`cache_levels`): ``per_octave`` per factor of 2 from ``lo`` up to the last-level cache
+    (LLC, :func:`last_level_cache_bytes`), then 2× and 4× the LLC — past it the curve is flat, and
+    :func:`tier_bandwidth` takes DRAM from the points at least 4× the LLC (a point costs about a
+    second there, so there is one).  That is 4 KiB … 128 MiB for a 32 MiB L3 and 4 KiB … 1040 MiB
+    for a 260 MiB one.  Where no cache is reported: ``lo`` … 128 MiB, ``per_octave`` per factor of 2.
+
+    Raises:
+        ValueError: non-positive arguments, ``hi < lo``, or an LLC smaller than ``lo``.
     """
     require_positive("lo", lo)
-    require_positive("hi", hi)
     require_positive("per_octave", per_octave)
+    coarse: list[int] = []
+    if hi is None:
+        llc = last_level_cache_bytes(caches)
+        if llc == 0:
+            hi = 128 * MiB
+        else:
+            if llc < lo:
+                raise ValueError(f"lo={lo} is not allowed; it must be <= the last-level cache, {llc} bytes")
+            hi = llc
+            coarse = [past_last_level_bytes(f, caches) for f in (2, 4)]
+    require_positive("hi", hi)
     if hi < lo:
         raise ValueError(f"hi={hi} is not allowed; it must be >= lo={lo}")
-    n = int(round(math.log2(hi / lo) * per_octave))
-    sizes = sorted({max(64, int(round(lo * 2 ** (i / per_octave) / 64)) * 64) for i in range(n + 1)})
-    return sizes
+    n = int(math.floor(math.log2(hi / lo) * per_octave + 1e-9))
+    fine = {max(64, int(round(lo * 2 ** (i / per_octave) / 64)) * 64) for i in range(n + 1)}
+    if coarse:
+        fine.add(math.ceil(hi / 64) * 64)                # the LLC itself
+    return sorted(fine | set(coarse))
 
 
-def _timed(fn, repeat: int, dev: torch.device) -> tuple[float, float, float]:
+def _timed(fn, repeat: int, dev: torch.device, min_time_s: float, max_time_s: float
+           ) -> tuple[float, float, float]:
     fn()  # warm-up: first touch, caches filled
-    ts = [time_fn(fn, repeat=1, warmup=0, dev=dev) for _ in range(repeat)]
+    ts: list[float] = []
+    while len(ts) < repeat:
+        ts.append(time_fn(fn, repeat=1, warmup=0, dev=dev))
+        if len(ts) >= 3 and sum(ts) >= max_time_s:      # long calls (DRAM sizes): 3 are enough
+            break
+    # short calls: more of them (up to 10·repeat), so one burst from a neighbour is one call of many
+    while sum(ts) < min_time_s and len(ts) < 10 * repeat:
+        ts.append(time_fn(fn, repeat=1, warmup=0, dev=dev))
     return statistics.median(ts), min(ts), max(ts)
 
 
 def memory_mountain(sizes: list[int] | None = None, ops: tuple[str, ...] = ("read", "copy"), *,
                     dev: torch.device | str | None = None, target_bytes: int | None = None,
-                    repeat: int = 5, threads: int | None = 1, show_progress: bool = True
-                    ) -> list[MountainPoint]:
+                    repeat: int = 5, min_time_s: float = 0.02, max_time_s: float = 0.3,
+                    threads: int | None = 1,
+                    show_progress: bool = True) -> list[MountainPoint]:
     """Measure read and/or copy bandwidth for each working-set size (see the module docstring).
 
     Args:
-        sizes: working-set sizes in bytes (default :func:`mountain_sizes`: 4 KiB … 128 MiB on
-            CPU; 256 KiB … 2 GiB on a GPU, where L2 is tens of MB).
+        sizes: working-set sizes in bytes (default :func:`mountain_sizes`: 4 KiB … 4× the
+            last-level cache the OS reports, on CPU; 256 KiB … 2 GiB on a GPU, where L2 is tens
+            of MB).
         ops: any of ``"read"``, ``"copy"``.
         dev: device (default ``measure.device()``).
         target_bytes: bytes each timed call moves at least (small buffers are re-read or re-copied
             until this much has moved), so a call lasts long enough to time.  Default 16 MiB on
             CPU, 1 GiB on GPU (a GPU reads 16 MiB from L2 in microseconds, about a launch).
-        repeat: timed calls per point (median kept).
+        repeat: timed calls per point at least (median kept).
+        min_time_s: keep timing a point (up to ``10·repeat`` calls) until its calls add up to
+            this many seconds.
+        max_time_s: stop timing a point after 3 calls (fewer than ``repeat``) once its calls add
+            up to this many seconds: DRAM-sized points take a tenth of a second each and vary
+            little.  ``min_time_s=0, max_time_s=inf`` times exactly ``repeat`` calls.
         threads: CPU threads for the sweep (default 1: one core, so L1/L2 are one core's caches;
             restored afterwards); ``None`` keeps torch's setting.  Ignored on GPU.
         show_progress: show a progress bar (``measure.progress``).
@@ -213,14 +315,19 @@ def memory_mountain(sizes: list[int] | None = None, ops: tuple[str, ...] = ("rea
         One :class:`MountainPoint` per (op, size), ops in the order given, sizes ascending.
 
     Raises:
-        ValueError: an unknown op, a size under 64 bytes, or non-positive ``repeat`` /
-            ``target_bytes`` / ``threads``.
+        ValueError: an unknown op, a size under 64 bytes, a size over half the memory the OS
+            reports available (:func:`available_memory_bytes`; the sweep would swap or be
+            killed), non-positive ``repeat`` / ``target_bytes`` / ``threads``, or negative
+            ``min_time_s``.
     """
     dev = torch.device(dev) if dev is not None else _default_device()
     for op in ops:
         if op not in ("read", "copy"):
             raise ValueError(f"ops contains {op!r}; allowed: 'read', 'copy'")
     require_positive("repeat", repeat)
+    for field, v in (("min_time_s", min_time_s), ("max_time_s", max_time_s)):
+        if not isinstance(v, (int, float)) or not v >= 0:
+            raise ValueError(f"{field}={v!r} is not allowed; it must be a number >= 0 (seconds)")
     if target_bytes is None:
         target_bytes = 16 * MiB if dev.type == "cpu" else 2**30
     require_positive("target_bytes", target_bytes)
@@ -231,6 +338,10 @@ def memory_mountain(sizes: list[int] | None = None, ops: tuple[str, ...] = ("rea
     for s in sizes:
         if not isinstance(s, int) or s < 64:
             raise ValueError(f"sizes contains {s!r}; each size must be an integer >= 64 bytes")
+    avail = available_memory_bytes() if dev.type == "cpu" else None
+    if avail is not None and max(sizes) > avail // 2:
+        raise ValueError(f"sizes contains {max(sizes)} bytes, more than half of the {avail} bytes the OS "
+                         f"reports available; pass smaller sizes")
     old_threads = torch.get_num_threads()
     if threads is not None and dev.type == "cpu":
         torch.set_num_threads(threads)
@@ -258,7 +369,7 @@ def memory_mountain(sizes: list[int] | None = None, ops: tuple[str, ...] = ("rea
                     for _ in range(reps):
                         dst.copy_(src)                         # read n·4 B, write n·4 B
                 moved = reps * 2 * n * 4
-            med, best, worst = _timed(fn, repeat, dev)
+            med, best, worst = _timed(fn, repeat, dev, min_time_s, max_time_s)
             points.append(MountainPoint(op, size, moved, med, best, worst, dev.type))
     finally:
         torch.set_num_threads(old_threads)

@@ -78,8 +78,15 @@ def test_weight_bytes_dtypes():
     n = 6_738_415_616
     assert ldf.weight_bytes(cfg, "fp32") == 4 * n
     assert ldf.weight_bytes(cfg, "bf16") == 2 * n
-    assert ldf.weight_bytes(cfg, "fp8") == n
-    assert ldf.weight_bytes(cfg, "int4") == n // 2
+    # format names are whole formats: quantised linear weights with their scales, the
+    # embedding, head and norms (262,410,240 elements) kept in BF16
+    linear, kept = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008), 2 * 32000 * 4096 + 65 * 4096
+    assert linear + kept == n
+    # FP8 with one FP32 scale per 128×128 block: 4 × 32·32 + 3 × 32·86 blocks per layer
+    assert ldf.weight_bytes(cfg, "fp8") == linear + 32 * (4 * 1024 + 3 * 2752) * 4 + 2 * kept
+    # INT4, one FP16 scale per 128 inputs
+    assert ldf.weight_bytes(cfg, "int4") == linear // 2 + linear // 128 * 2 + 2 * kept
+    assert ldf.weight_bytes(cfg, "int4") == ldf.weight_bytes(cfg, quant=ldf.QuantSpec("int4", group_size=128))
 
 
 def test_weight_bytes_int4_groupwise_by_hand():
@@ -143,7 +150,7 @@ def test_moe_more_active_than_routed():
 
 def test_unknown_dtype_and_preset():
     cfg = ldf.model_config("tiny-llama")
-    with pytest.raises(ValueError, match="dtype='fp12'"):
+    with pytest.raises(ValueError, match="'fp12' is not a weight format"):
         ldf.weight_bytes(cfg, "fp12")
     with pytest.raises(ValueError, match="model='GPT-5'"):
         ldf.model_config("GPT-5")
@@ -204,10 +211,16 @@ def test_from_hf_matches_presets():
 def test_from_hf_errors():
     with pytest.raises(ValueError, match="model_type='bert'"):
         ldf.ModelConfig.from_hf({"model_type": "bert"})
-    bad = dict(LLAMA3_8B_JSON)
-    del bad["intermediate_size"]
-    with pytest.raises(ValueError, match="'intermediate_size'"):
-        ldf.ModelConfig.from_hf(bad)
+    # an omitted key takes transformers' LlamaConfig default (11008), as transformers reads it ...
+    short = dict(LLAMA3_8B_JSON)
+    del short["intermediate_size"]
+    cfg = ldf.ModelConfig.from_hf(short)
+    assert cfg.d_ff == 11008 and "intermediate_size" in cfg.notes
+    # ... a null where the class needs an integer, or a wrong type, is refused by name
+    with pytest.raises(ValueError, match="intermediate_size=None"):
+        ldf.ModelConfig.from_hf(dict(LLAMA3_8B_JSON, intermediate_size=None))
+    with pytest.raises(ValueError, match="num_hidden_layers='32'"):
+        ldf.ModelConfig.from_hf(dict(LLAMA3_8B_JSON, num_hidden_layers="32"))
 
 
 def test_minilm_config_is_rejected_clearly():
@@ -225,7 +238,9 @@ def test_from_hf_keeps_rope_scaling():
     assert ldf.ModelConfig.from_hf(llama31).rope_scaling["rope_type"] == "llama3"
     v5 = dict(LLAMA3_8B_JSON, rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0})
     cfg = ldf.ModelConfig.from_hf(v5)
-    assert cfg.rope_scaling == {"rope_type": "llama3", "factor": 8.0} and cfg.rope_theta == 500000.0
+    # transformers fills original_max_position_embeddings from max_position_embeddings
+    assert cfg.rope_scaling == {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
+    assert cfg.rope_theta == 500000.0
     assert ldf.ModelConfig.from_hf(LLAMA3_8B_JSON).rope_scaling is None
 
 

@@ -116,8 +116,9 @@ def test_all_forms_4_ranks():
 def test_bad_degrees():
     with pytest.raises(ValueError, match="n_heads=4"):
         P.check_tp_degree(ldf.model_config("tiny-llama"), 3)
-    with pytest.raises(ValueError, match="n_kv_heads=2"):
-        P.check_tp_degree(ldf.model_config("tiny-llama"), 4)
+    with pytest.raises(ValueError, match="n_kv_heads=4"):   # 6 neither divides nor is a multiple of 4
+        P.check_tp_degree(ldf.model_config("tiny-llama").replace(n_heads=12, n_kv_heads=4, d_ff=192), 6)
+    P.check_tp_degree(ldf.model_config("tiny-llama"), 4)      # 4 > 2 KV heads: each rank holds a replica
     with pytest.raises(ValueError, match="n_routed_experts=8"):
         P.check_ep_degree(ldf.model_config("tiny-moe"), 3)
     with pytest.raises(ValueError, match="n_routed_experts=0"):
@@ -171,9 +172,15 @@ def test_step_time_calculator():
     msg = cfg.d_model * 2  # one bf16 D-vector
     comm = 2 * cfg.n_layers * ldf.collective_time("all_reduce", msg, 8, "NVLink4")
     assert d["communication per step (s)"] == pytest.approx(comm)
-    assert d["compute per step (s)"] == pytest.approx(ldf.weight_bytes(cfg, "bf16") / 8 / 3.35e12)
+    # the accounting model's decode step (gathered embedding row, new KV write) split 8 ways
+    assert d["compute per step (s)"] == pytest.approx(ldf.decode_step_lower_bound(cfg, "H100-SXM") / 8)
+    one = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=1, pp=1, batch=4, context=1000)
+    assert one["compute per step (s)"] == ldf.decode_step_lower_bound(cfg, "H100-SXM", 4, 1000)
     slow = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="InfiniBand-NDR", batch=1)
     assert slow["communication per step (s)"] > d["communication per step (s)"]
     assert ldf.parallel_step_time(tp=1, pp=1)["verdict"] == "no communication"
+    assert ldf.parallel_step_time(tp=1, pp=1)["memory per GPU"].startswith("does not fit")
+    with pytest.raises(ValueError, match="tp=3"):
+        ldf.parallel_step_time(tp=3)
     assert P.tp_bytes_per_token_per_layer("Llama-3.1-70B", 8)["handed"] == 2 * 8192 * 2
     assert P.ep_bytes_per_token("tiny-moe", 2, "fp32")["dispatch"] == 2 * 0.5 * 64 * 4

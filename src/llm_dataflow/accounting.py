@@ -272,8 +272,8 @@ def precision_plan(weights="bf16", *, kv: str | None = None, activations: str | 
     if isinstance(weights, QuantSpec):
         return PrecisionPlan("bf16", weights, kv, activations, compute)
     if not isinstance(weights, str) or weights not in WEIGHT_FORMATS:
-        raise ValueError(f"weights={weights!r} is not a weight format; allowed: {', '.join(WEIGHT_FORMATS)}, "
-                         "a QuantSpec or a PrecisionPlan")
+        raise ValueError(f"weights (dtype)={weights!r} is not a weight format; allowed: "
+                         f"{', '.join(WEIGHT_FORMATS)}, a QuantSpec or a PrecisionPlan")
     q = WEIGHT_FORMATS[weights]
     return PrecisionPlan(weights if q is None else "bf16", q, kv, activations, compute, weights)
 
@@ -387,7 +387,8 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
       strict minimum; ``embedding="table"`` counts the whole table (gpt-fast's "model bytes"
       convention).  A tied table is read whole anyway, as the ``lm_head``.
 
-    ``cfg`` may be a bare parameter count ``N`` (an unquantised ``dtype``): ``N · bytes``.
+    ``cfg`` may be a bare parameter count ``N``: ``N · bytes`` per element of the format (no
+    tensor list, so no scales and nothing kept in high precision).
 
     Raises:
         ValueError: ``n_tokens`` < 1, unknown dtype/format or ``embedding``, a group size that
@@ -403,10 +404,8 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
     if quant is not None:
         p = PrecisionPlan(p.weights, quant, p.kv, p.activations, p.compute)
     if not isinstance(cfg, ModelConfig):
-        if p.quant is not None:
-            raise ValueError(f"dtype={dtype!r}: a bare parameter count has no tensor list to quantise; "
-                             "give a ModelConfig or an unquantised dtype")
-        return cfg * dtype_bits(p.weights) / 8
+        # no tensor list: every parameter at the format's element width, no scales
+        return cfg * dtype_bits(p.weights if p.quant is None else p.quant.weight_dtype) / 8
     other, tables, expert = _weight_parts(cfg, p)
     total = float(other)
     for rows, b in tables:

@@ -59,42 +59,44 @@ class LedgerRow:
         return self.bytes_each * self.count
 
 
-def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: int = 1, dtype: str = "bf16",
+def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: int = 1, dtype="bf16",
                    kv_dtype: str | None = None, id_dtype: str = "int32") -> list[LedgerRow]:
     """The byte ledger of ``batch`` requests of ``prompt_len`` prompt tokens and ``output_len``
     generated tokens each, through ``cfg`` with weights in ``dtype`` (module docstring: assumptions).
 
-    The first generated token comes from prefill's last logits, so there are ``output_len − 1``
-    decode steps; decode step i (1-based) reads the K/V of ``prompt_len + i − 1`` earlier tokens
-    (through :func:`llm_dataflow.kv.kv_cache_bytes`, so sliding windows and MLA are honoured) and
-    writes one token's K/V.
+    ``dtype`` is a weight format or :class:`~llm_dataflow.accounting.PrecisionPlan`; every byte
+    comes from :mod:`llm_dataflow.accounting` (weights stored and read per pass, KV in the plan's
+    KV dtype, activations in its activation dtype).  The first generated token comes from
+    prefill's last logits, so there are ``output_len − 1`` decode steps; decode step i
+    (1-based) reads the K/V of ``prompt_len + i − 1`` earlier tokens (sliding windows and MLA
+    honoured) and writes one token's K/V.
 
     Raises:
         ValueError: ``prompt_len``/``output_len``/``batch`` < 1, unknown dtypes.
     """
-    from .kv import kv_bytes_per_token, kv_cache_bytes
+    from .accounting import _as_plan, _kv_seq, _kv_token, kv_bytes
 
     require_positive("prompt_len", prompt_len)
     require_positive("output_len", output_len)
     require_positive("batch", batch)
-    check_dtype(dtype)
-    kv_dtype = check_dtype(kv_dtype or dtype, field="kv_dtype")
+    plan = _as_plan(dtype, kv_dtype)
     check_dtype(id_dtype, ("int32", "int64"), "id_dtype")
-    wb = weight_bytes(cfg, dtype)
-    read_prefill = round(weight_bytes_read(cfg, dtype, batch * prompt_len))
-    read_step = round(weight_bytes_read(cfg, dtype, batch))
-    act = dtype_bits(dtype) // 8
+    wb = weight_bytes(cfg, plan)
+    read_prefill = round(weight_bytes_read(cfg, plan, batch * prompt_len))
+    read_step = round(weight_bytes_read(cfg, plan, batch))
+    act = dtype_bits(plan.activation_dtype) // 8
     idb = dtype_bits(id_dtype) // 8
-    kv_tok = kv_bytes_per_token(cfg, kv_dtype)
+    kvd = plan.kv_dtype
+    kv_tok = _kv_token(cfg, kvd)
     L, D, V, B, P = cfg.n_layers, cfg.d_model, cfg.vocab_size, batch, prompt_len
     steps = output_len - 1
-    kv_read_decode = sum(kv_cache_bytes(cfg, P + i - 1, B, kv_dtype) for i in range(1, steps + 1))
+    kv_read_decode = B * sum(_kv_seq(cfg, P + i - 1, kvd) for i in range(1, steps + 1))
     rows = [
         LedgerRow("load", "host→device", "weights: storage → host DRAM → HBM", wb, 1),
         LedgerRow("prefill", "host→device", "prompt token IDs", B * P * idb, 1),
         LedgerRow("prefill", "HBM→on-chip", "weights (one pass for all prompt tokens)", read_prefill, 1),
-        LedgerRow("prefill", "HBM→on-chip", "KV read by attention (ideal: once per pass)", kv_cache_bytes(cfg, P, B, kv_dtype), 1),
-        LedgerRow("prefill", "on-chip→HBM", "KV written", kv_cache_bytes(cfg, P, B, kv_dtype), 1),
+        LedgerRow("prefill", "HBM→on-chip", "KV read by attention (ideal: once per pass)", kv_bytes(cfg, P, B, kvd), 1),
+        LedgerRow("prefill", "on-chip→HBM", "KV written", kv_bytes(cfg, P, B, kvd), 1),
         LedgerRow("prefill", "on-chip→HBM", "hidden states written at each layer's end", L * B * P * D * act, 1),
         LedgerRow("prefill", "HBM→on-chip", "hidden states read by the next layer", L * B * P * D * act, 1),
         LedgerRow("prefill", "on-chip→HBM", "last-position logits (FP32)", B * V * 4, 1),
@@ -191,19 +193,24 @@ def reader_tiers(dram_probe_bytes: int = 256 * 2**20, show_progress: bool = Fals
 
 
 def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len: int = 128, batch: int = 1,
-                   dtype: str = "bf16") -> dict:
-    """Calculator view of :func:`request_ledger` for a preset: GB per movement kind and the
-    share of all bytes that is HBM → on-chip traffic.
+                   dtype: str = "bf16", hardware: str = "H100-SXM") -> dict:
+    """Calculator view of :func:`request_ledger` for a preset: GB per movement kind, the share
+    of all bytes that is HBM → on-chip traffic, and whether the request fits on one ``hardware``
+    GPU (:func:`~llm_dataflow.accounting.memory_fit` at ``prompt_len + output_len`` tokens).
 
     Raises:
-        ValueError: as :func:`request_ledger`, or an unknown preset.
+        ValueError: as :func:`request_ledger`, or an unknown preset or hardware.
     """
+    from .accounting import memory_fit
     from .config import model_config
     from .units import GB
 
-    rows = request_ledger(model_config(model), prompt_len, output_len, batch, dtype)
+    cfg = model_config(model)
+    rows = request_ledger(cfg, prompt_len, output_len, batch, dtype)
     tot = movement_totals(rows)
     out = {f"{m} (GB)": round(v / GB, 3) for m, v in tot.items()}
     out["HBM→on-chip share"] = f"{tot['HBM→on-chip'] / sum(tot.values()):.1%}"
     out["decode weight reads / load"] = output_len - 1
+    out[f"one {hardware}"] = memory_fit(cfg, hardware, dtype, batch=batch, context=prompt_len + output_len,
+                                        prompt_len=prompt_len).reason
     return out

@@ -11,7 +11,7 @@ import math
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "DTYPE_BITS", "dtype_bits", "dtype_bytes", "check_dtype",
-    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_si",
+    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_num", "fmt_si", "fmt_time",
     "require_positive", "require_nonnegative",
 ]
 
@@ -109,15 +109,65 @@ def fmt_bytes(nbytes: float, binary: bool = False, digits: int = 2) -> str:
 
 
 def fmt_si(value: float, unit: str, digits: int = 3) -> str:
-    """Format an analytic quantity with an SI prefix, e.g. ``fmt_si(4.18e-3, 's')`` → ``'4.18 ms'``."""
+    """Format an analytic quantity with an SI prefix, e.g. ``fmt_si(4.18e-3, 's')`` → ``'4.18 ms'``.
+
+    ``digits`` significant digits, never in scientific notation: a value that rounds up to 1000
+    of a prefix moves to the next one (``fmt_si(999.7e-3, 's')`` → ``'1 s'``, not ``'1e+03 ms'``).
+    """
     if value == 0 or not math.isfinite(value):
         return f"{value} {unit}"
     prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
                 (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
-    for scale, p in prefixes:
-        if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {p}{unit}"
-    return f"{value / 1e-9:.{digits}g} n{unit}"
+    for i, (scale, p) in enumerate(prefixes):
+        if abs(value) >= scale or i == len(prefixes) - 1:
+            x = float(f"{value / scale:.{digits}g}")
+            if abs(x) >= 1000 and i > 0:
+                scale, p = prefixes[i - 1]
+            return f"{fmt_num(value / scale, digits, separators=False)} {p}{unit}"
+    raise AssertionError("unreachable")
+
+
+def fmt_num(value: float, digits: int = 4, separators: bool = True) -> str:
+    """A plain number for tables and calculators: ``digits`` significant digits (all of the integer
+    part when it is longer), thousands separators, trailing zeros dropped, never scientific
+    notation.  ``fmt_num(18863.496)`` → ``'18,863'``, ``fmt_num(0.43383)`` → ``'0.4338'``,
+    ``fmt_num(3.0)`` → ``'3'``, ``fmt_num(1.23e-5)`` → ``'0.0000123'``; ``nan`` → ``'n/a'``,
+    ``±inf`` → ``'∞'`` / ``'-∞'``.  Integers print exactly (``fmt_num(671026419200)`` →
+    ``'671,026,419,200'``).
+    """
+    comma = "," if separators else ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:{comma}}"
+    value = float(value)
+    if math.isnan(value):
+        return "n/a"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:{comma}.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def fmt_time(seconds: float, digits: int = 3) -> str:
+    """A duration with the unit that reads best: ``fmt_time(0.005186)`` → ``'5.19 ms'``,
+    ``fmt_time(4.2e-5)`` → ``'42 µs'``, ``fmt_time(2.5)`` → ``'2.5 s'``, ``fmt_time(3600)`` →
+    ``'3,600 s'``; ``0`` → ``'0 s'``; ``inf`` → ``'never'`` (a rate of zero: the event never
+    happens); ``nan`` → ``'n/a'``.  Never scientific notation.
+    """
+    seconds = float(seconds)
+    if math.isnan(seconds):
+        return "n/a"
+    if math.isinf(seconds):
+        return "never" if seconds > 0 else "-∞ s"
+    if seconds == 0:
+        return "0 s"
+    if abs(seconds) >= 1:
+        return f"{fmt_num(seconds, digits)} s"
+    return fmt_si(seconds, "s", digits)
 
 
 def fmt_measured(value: float, unit: str, digits: int = 3) -> str:

@@ -1,0 +1,206 @@
+"""``python -m llm_dataflow plan``: the accounting model applied to an engineer's own model.
+
+One table for one deployment — parameters, weight bytes, KV bytes, whether it fits and the KV
+room left, the decode-step bound and what binds, the prefill bound, the critical batch and the
+tensor-parallel traffic per token — every number from :mod:`llm_dataflow.accounting` and
+:mod:`llm_dataflow.roofline`, so it equals what the chapters' calculators show for the same
+setting.  ``--json`` prints the same as a JSON object.
+
+    python -m llm_dataflow plan Llama-3.1-8B --hardware H100-SXM --weights int4 --context 8192
+    python -m llm_dataflow plan path/to/config.json --hardware H200 --tp 2 --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from .accounting import (WEIGHT_FORMATS, _kv_heads_per_rank, _kv_token, check_parallel, kv_bytes, memory_fit,
+                         precision_plan, tp_bytes_per_token_per_layer, weight_bytes)
+from .config import MODEL_PRESETS, ModelConfig, model_config, param_count
+from .hardware import HARDWARE
+from .kv import KV_DTYPES
+from .roofline import critical_batch, decode_step_bounds, prefill_bounds
+from .units import fmt_bytes, fmt_si
+
+__all__ = ["plan_report", "load_model_arg"]
+
+
+def load_model_arg(arg: str) -> ModelConfig:
+    """A preset name, a ``config.json`` path, or a Hugging Face folder holding ``config.json``.
+
+    Raises:
+        ValueError: naming the file and what is wrong with it (missing, not JSON, an unsupported
+            ``model_type`` or a missing field), or the unknown preset.
+    """
+    if arg in MODEL_PRESETS:
+        return model_config(arg)
+    if not (os.path.exists(arg) or arg.endswith(".json") or os.sep in arg):
+        raise ValueError(f"model {arg!r} is neither a preset ({', '.join(MODEL_PRESETS)}) nor a config.json "
+                         "path or a folder holding one")
+    path = os.path.join(arg, "config.json") if os.path.isdir(arg) else arg
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no such file (give a config.json or a folder holding one)")
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level must be a JSON object, not {type(data).__name__}")
+    try:
+        return ModelConfig.from_hf(data, name=os.path.basename(os.path.dirname(os.path.abspath(path))) or None)
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1, context: int = 0,
+                prompt: int | None = None, weights: str = "bf16", kv: str | None = None) -> dict:
+    """Everything ``plan`` prints, as a dict (bytes in B, times in s).
+
+    Keys: ``model``, ``hardware``, ``tp``, ``batch``, ``context``, ``prompt``, ``weights``,
+    ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``weight_bytes``
+    (stored, whole model), ``weight_bytes_per_gpu``, ``kv_bytes_per_token`` (whole model),
+    ``kv_bytes`` (batch × context, whole model), ``kv_bytes_per_gpu``, ``activation_bytes_per_gpu``,
+    ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, ``decode_step_s`` (lower
+    bound on one GPU's share — the whole step at tp = 1), ``binds``, ``decode_tokens_per_s``,
+    ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens; ``None`` at prompt 0),
+    ``critical_batch`` (``None`` when never compute-bound), ``tp_bytes_per_token`` (bytes handed to
+    all-reduce per token over all layers; 0 at tp = 1).
+
+    Raises:
+        ValueError: unknown hardware or format, a TP degree :func:`check_parallel` rejects, bad sizes.
+    """
+    if hardware not in HARDWARE:
+        raise ValueError(f"hardware={hardware!r} is not a preset; allowed: {', '.join(HARDWARE)}")
+    check_parallel(cfg, tp=tp)
+    plan = precision_plan(weights, kv=kv)
+    hw = HARDWARE[hardware]
+    prompt = context if prompt is None else prompt
+    fit = memory_fit(cfg, hw, plan, batch=batch, context=context, prompt_len=prompt, tp=tp)
+    d = decode_step_bounds(cfg, hw, batch, context, plan)
+    share = _kv_heads_per_rank(cfg, tp)
+    # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank
+    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * _kv_token(cfg, plan.kv_dtype)) * share
+    w_gpu = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * _kv_token(cfg, plan.kv_dtype))
+    mem_s = (w_gpu / tp + kv_gpu) / hw.hbm_bandwidth
+    comp_s = d.compute_s / tp
+    step = d.time_s if tp == 1 else max(mem_s, comp_s)
+    pre = prefill_bounds(cfg, hw, prompt, batch, plan) if prompt else None
+    cb = critical_batch(cfg, hw, context, plan)
+    tpb = tp_bytes_per_token_per_layer(cfg, tp, plan)["handed"] * cfg.n_layers if tp > 1 else 0
+    return {
+        "model": cfg.name, "hardware": hardware, "tp": tp, "batch": batch, "context": context, "prompt": prompt,
+        "weights": weights, "kv_dtype": plan.kv_dtype, "compute_dtype": plan.compute_dtype(hw),
+        "params_total": param_count(cfg), "params_active": param_count(cfg, active=True),
+        "weight_bytes": weight_bytes(cfg, plan), "weight_bytes_per_gpu": fit.weights,
+        "kv_bytes_per_token": _kv_token(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
+        "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": fit.activations,
+        "reserve_bytes_per_gpu": fit.reserve, "fits": fit.fits, "fit": fit.reason,
+        "kv_room_tokens": fit.kv_room_tokens,
+        "decode_step_s": step, "binds": d.bound if tp == 1 else ("compute" if comp_s > mem_s else "memory"),
+        "decode_tokens_per_s": batch / step,
+        "prefill_s": pre.time_s / tp if pre else None, "prefill_binds": pre.bound if pre else None,
+        "critical_batch": None if math.isinf(cb) else int(cb),
+        "tp_bytes_per_token": tpb,
+    }
+
+
+def _table(r: dict) -> str:
+    b = lambda x: f"{fmt_bytes(x)} ({x:,.0f} B)"  # noqa: E731
+    rows = [
+        ("model", f"{r['model']} on {r['hardware']} × {r['tp']} (tensor parallel)"),
+        ("setting", f"batch {r['batch']}, context {r['context']:,}, prompt {r['prompt']:,}"),
+        ("precision", f"weights {r['weights']}, KV cache {r['kv_dtype']}, compute {r['compute_dtype']}"),
+        ("parameters", f"{r['params_total']:,} total, {r['params_active']:,} active per token"),
+        ("weight bytes", f"{b(r['weight_bytes'])}; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])}"),
+        ("KV bytes per token", b(r["kv_bytes_per_token"])),
+        ("KV bytes at context", f"{b(r['kv_bytes'])}; per GPU {fmt_bytes(r['kv_bytes_per_gpu'])}"),
+        ("activations / reserve", f"{fmt_bytes(r['activation_bytes_per_gpu'])} / "
+                                  f"{fmt_bytes(r['reserve_bytes_per_gpu'])} per GPU"),
+        ("memory", r["fit"]),
+        ("KV room left", f"{r['kv_room_tokens']:,} tokens"),
+        ("decode step ≥", f"{fmt_si(r['decode_step_s'], 's')} ({r['binds']}-bound), "
+                          f"≤ {r['decode_tokens_per_s']:,.1f} tokens/s"),
+        ("prefill ≥", "no prompt" if r["prefill_s"] is None else
+         f"{fmt_si(r['prefill_s'], 's')} ({r['prefill_binds']}-bound)"),
+        ("critical batch", "never compute-bound" if r["critical_batch"] is None else f"{r['critical_batch']:,}"),
+        ("TP traffic per token", "none (tp = 1)" if not r["tp"] > 1 else f"{fmt_bytes(r['tp_bytes_per_token'])} "
+                                 "handed to all-reduce over all layers"),
+    ]
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def _plot(cfg: ModelConfig, args, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hw = HARDWARE[args.hardware]
+    plan = precision_plan(args.weights, kv=args.kv)
+    batches = [2**i for i in range(0, 15)]
+    mem = [decode_step_bounds(cfg, hw, b, args.context, plan).memory_s * 1e3 for b in batches]
+    comp = [decode_step_bounds(cfg, hw, b, args.context, plan).compute_s * 1e3 for b in batches]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.loglog(batches, mem, "-o", ms=3, label="memory term")
+    ax.loglog(batches, comp, "-s", ms=3, label="compute term")
+    ax.set_xlabel("batch B (sequences per decode step)")
+    ax.set_ylabel("decode step lower bound (ms)")
+    ax.set_title(f"{cfg.name}, {args.weights} weights, context {args.context:,}, {args.hardware}", fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m llm_dataflow``; returns the exit status (2 for bad input)."""
+    parser = argparse.ArgumentParser(prog="python -m llm_dataflow",
+                                     description="Executable lessons on how data moves through LLM inference.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plan", help="bytes, fit and roofline bounds of one deployment",
+                       description="Bytes, memory fit and roofline bounds of one deployment (one accounting "
+                                   "model: the numbers the book's calculators show).")
+    p.add_argument("model", metavar="MODEL_OR_CONFIG",
+                   help="a preset name, a config.json, or a Hugging Face folder holding config.json")
+    p.add_argument("--hardware", required=True, choices=list(HARDWARE), help="GPU preset")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    p.add_argument("--batch", type=int, default=1, help="sequences per decode step (default 1)")
+    p.add_argument("--context", type=int, default=0, help="tokens already in each sequence's KV cache")
+    p.add_argument("--prompt", type=int, default=None, help="prompt length for the prefill bound (default: context)")
+    p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS), help="weight format (default bf16)")
+    p.add_argument("--kv", default=None, choices=list(KV_DTYPES), help="KV-cache dtype (default: bf16, fp32 for fp32)")
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of the table")
+    p.add_argument("--plot", metavar="FILE", help="also save the decode bound against batch to FILE")
+    args = parser.parse_args(argv)
+    for name in ("tp", "batch"):
+        if getattr(args, name) < 1:
+            parser.error(f"argument --{name}: {getattr(args, name)} is not allowed; it must be >= 1")
+    for name in ("context", "prompt"):
+        v = getattr(args, name)
+        if v is not None and v < 0:
+            parser.error(f"argument --{name}: {v} is not allowed; it must be >= 0")
+    try:
+        cfg = load_model_arg(args.model)
+    except ValueError as e:
+        parser.error(f"argument MODEL_OR_CONFIG: {e}")
+    try:
+        r = plan_report(cfg, args.hardware, tp=args.tp, batch=args.batch, context=args.context,
+                        prompt=args.prompt, weights=args.weights, kv=args.kv)
+    except ValueError as e:
+        parser.error(str(e).replace("tensor parallel degree tp=", "argument --tp: "))
+    if args.json:
+        print(json.dumps(r, indent=1))
+    else:
+        print(_table(r))
+    if args.plot:
+        _plot(cfg, args, args.plot)
+        if not args.json:
+            print(f"figure written to {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -58,7 +58,7 @@ def test_static_table_equals_the_package_at_every_setting():
     for index in itertools.product(*(range(len(v)) for v in CONTROLS.values())):
         params = {k: CONTROLS[k][i] for k, i in zip(keys, index)}
         try:
-            expected = {k: live._fmt(v) for k, v in kv_toy(**params).items()}
+            expected = dict(live.calculator_rows(kv_toy(**params)))
         except ValueError as e:
             expected = {"error": f"ValueError: {e}"}
         got = shown(spec, index)
@@ -109,7 +109,7 @@ def test_static_view_is_deterministic_and_self_contained():
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", a)
     assert "window.LDF_VEGA" in a and "data-content_root" in a and "_vendor/vega/vega.min" in a
     assert "0x" not in a                              # nothing for nbval's address sanitizer
-    assert len(a.encode()) < 20_000
+    assert len(a.encode()) < 25_000
 
 
 def test_large_grid_stays_under_the_budget_or_raises():
@@ -127,9 +127,10 @@ def test_large_grid_stays_under_the_budget_or_raises():
         live.calculator_html(g, big)
 
 
-def test_calculator_keeps_the_widget_and_adds_the_static_view():
+def test_calculator_keeps_the_widget_and_adds_the_static_view(monkeypatch):
     import ipywidgets as w
 
+    monkeypatch.setenv("LDF_STATIC_VIEWS", "1")
     box = ldf.calculator(kv_toy, CONTROLS, title="toy")
     assert isinstance(box, w.VBox)
     bundle = box._repr_mimebundle_()
@@ -166,3 +167,107 @@ def test_hosted_install_cell(tmp_path):
         live.hosted_install_cell(config_path=tmp_path / "missing.yml")
     # the book's own setting
     assert "git+https://" in live.hosted_install_cell()
+
+
+# --- controls in slider order, initial value, number formatting, live vs page-build mode -------
+
+def step_toy(tp: int, batch: int) -> dict:
+    """Outputs named with units, as the book's calculators name them; one row only at batch > 1."""
+    r = {"compute per step (s)": 0.005186806 / tp, "weights (GB)": 140.0 / tp,
+         "KV bytes": 2**40 * batch, "ratio": 1 / 3, "critical batch": float("inf") if tp > 8 else 4.5}
+    if batch > 1:
+        r["extra row"] = "only when batched"
+    return r
+
+
+def test_numeric_controls_are_sorted_and_keep_the_first_listed_value_initial():
+    controls = {"tp": [8, 1, 2, 4, 16], "batch": [64, 1, 8]}
+    spec = spec_of(live.calculator_html(step_toy, controls))
+    assert spec["usermeta"]["controls"] == {"tp": [1, 2, 4, 8, 16], "batch": [1, 8, 64]}
+    assert spec["usermeta"]["initial"] == {"tp": 3, "batch": 2}
+    assert [p["value"] for p in spec["params"][:2]] == [3, 2]     # the sliders start at 8 and 64
+    # the shown table at index (3, 2) is fn(tp=8, batch=64)
+    assert shown(spec, (3, 2))["weights"] == "17.50 GB"
+    box = ldf.calculator(step_toy, controls)
+    tp, batch, out = box.children
+    assert [v for _, v in tp.options] == [1, 2, 4, 8, 16] and tp.value == 8 and batch.value == 64
+    assert [lab for lab, _ in batch.options] == ["1", "8", "64"]
+    with pytest.raises(ValueError, match=r"controls\['tp'\].*repeats a value"):
+        live.calculator_html(step_toy, {"tp": [8, 1, 8], "batch": [1]})
+
+
+def test_values_use_the_units_of_their_names_never_scientific_notation():
+    rows = dict(live.calculator_rows(step_toy(16, 2)))
+    # the unit moves from the name into the value, in the unit that reads best
+    assert rows["compute per step"] == "324 µs" and rows["weights"] == "8.75 GB"
+    assert rows["KV bytes"] == "2,199,023,255,552"          # integers exactly
+    assert rows["ratio"] == "0.3333" and rows["critical batch"] == "∞"
+    assert dict(live.calculator_rows({"t (ms)": float("inf"), "x (MB)": 30064.771, "b": True}))  \
+        == {"t": "never", "x": "30.06 GB", "b": "yes"}
+    big = {"a (GB)": 330003.182, "b": 1.782e4, "c (s)": 1.028e-05, "d": 1e20, "e (ms)": 184.137}
+    text = " ".join(v for _, v in live.calculator_rows(big))
+    assert not re.search(r"\d[eE][+-]?\d", text), text
+    assert dict(live.calculator_rows(big)) == {"a": "330.00 TB", "b": "17,820", "c": "10.3 µs",
+                                               "d": "100,000,000,000,000,000,000", "e": "184 ms"}
+
+
+def test_bars_read_numbers_in_their_units():
+    assert live._num("6.48 ms") == pytest.approx(6.48e-3) and live._num("330.00 TB") == 330e12
+    assert live._num("8 (of 16)") == 8 and live._num("1.04 PFLOP") == pytest.approx(1.04e15)
+    assert live._num("fits: 21.5 GB") is None and live._num("1,792×") == 1792
+    spec = spec_of(live.calculator_html(step_toy, {"tp": [1, 16], "batch": [1, 2]}))
+    p = params_of(spec)
+    assert p["ldf_u"] == {"GB": 1e9, "ms": 1e-3, "µs": 1e-6}
+    assert p["ldf_x"][0] == pytest.approx(5.19e-3)          # "5.19 ms" is the largest step time
+
+
+def test_every_setting_shows_the_same_number_of_rows():
+    controls = {"tp": [1, 16], "batch": [1, 2]}
+    spec = spec_of(live.calculator_html(step_toy, controls))
+    assert len(params_of(spec)["ldf_t"]) == 6                  # padded to the longest result
+    box = ldf.calculator(step_toy, controls)
+    out = box.children[-1]
+    n = out.value.count("<tr>")
+    assert n == 6                                              # corner settings fix the height
+    box.children[1].value = 2
+    assert out.value.count("<tr>") == n and "only when batched" in out.value
+
+
+def test_static_views_env(monkeypatch):
+    monkeypatch.delenv("LDF_STATIC_VIEWS", raising=False)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    assert live.static_views_enabled()                         # nbclient / nbval: build the page
+    monkeypatch.setenv("JPY_SESSION_NAME", "/nb/00_overview.ipynb")
+    assert not live.static_views_enabled()                     # a reader's JupyterLab kernel
+    monkeypatch.setenv("LDF_STATIC_VIEWS", "1")
+    assert live.static_views_enabled()
+    monkeypatch.setenv("LDF_STATIC_VIEWS", "yes")
+    with pytest.raises(ValueError, match="LDF_STATIC_VIEWS='yes'"):
+        live.static_views_enabled()
+
+
+def test_live_kernel_computes_only_what_the_reader_asks(monkeypatch):
+    calls = []
+
+    def counted(tp, batch):
+        calls.append((tp, batch))
+        return step_toy(tp, batch)
+
+    monkeypatch.setenv("LDF_STATIC_VIEWS", "0")
+    controls = {"tp": [8, 1, 2, 4, 16], "batch": [1, 2, 4, 8, 16, 32]}
+    box = ldf.calculator(counted, controls, title="toy")
+    assert len(calls) <= 1 + 2 * 2 + 3                 # corners, the initial table, the text
+    bundle = box._repr_mimebundle_()
+    page = bundle["text/html"]
+    assert "<script" not in page and "ldf-calc-table" in page and "5.19 ms" not in page
+    assert "648 µs" in page                            # fn(tp=8, batch=1): 5.19 ms / 8
+    assert "tp = 8" in bundle["text/plain"] and "compute per step: 648 µs" in bundle["text/plain"]
+
+
+def test_the_no_script_table_survives_a_sanitizer():
+    """What JupyterLab shows for an untrusted notebook: the card without script/style elements."""
+    page = live.calculator_html(step_toy, {"tp": [8, 1, 16], "batch": [1, 2]}, title="toy")
+    card = re.sub(r"<(script|style)>.*?</\1>", "", page, flags=re.S)
+    assert "<table class='ldf-calc-table'" in card and "tp =</td>" in card
+    assert "648 µs" in card and "<b>toy</b>" in card
+    assert card.count("<tr>") == 2 + 6                 # 2 controls + rows padded to 6

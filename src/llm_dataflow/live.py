@@ -4,18 +4,35 @@
 dict of named outputs — and shows controls plus an output table.
 
 * In a live kernel it is an ipywidgets view whose callback only updates widget values (never
-  prints, so nbval sees no stray output).
-* On the web page (no kernel) the same output shows a self-contained Vega-Lite view: at call time
-  the package evaluates ``fn`` over the whole control grid, and the page's sliders and dropdowns
-  (Vega-Lite parameters) select rows of that precomputed table.  The numbers are the package's
-  own, formatted exactly as in the widget's table; no formula is re-implemented in JavaScript.
+  prints, so nbval sees no stray output).  It evaluates ``fn`` only at the settings the reader
+  picks (plus a few corner settings that fix the number of table rows).
+* On the web page (no kernel) the same output shows a self-contained Vega-Lite view: the package
+  evaluates ``fn`` over the whole control grid, and the page's sliders and dropdowns (Vega-Lite
+  parameters) select rows of that precomputed table.  The numbers are the package's own,
+  formatted exactly as in the widget's table (:func:`calculator_rows`); no formula is
+  re-implemented in JavaScript.  The grid is computed only where the page is built:
+  ``LDF_STATIC_VIEWS=1`` (set by ``tools/execute_notebooks.py``) or any kernel not started by a
+  Jupyter server (nbclient, nbval); a kernel of JupyterLab / Notebook / JupyterHub
+  (``JPY_SESSION_NAME`` set) or Colab skips it unless ``LDF_STATIC_VIEWS=1``
+  (``LDF_STATIC_VIEWS=0`` skips it everywhere).  See :func:`static_views_enabled`.
 
-The display bundle carries both views: ``application/vnd.jupyter.widget-view+json`` (chosen by
-JupyterLab / Notebook, which run the kernel) and ``text/html`` (chosen by the book, whose
-``_config.yml`` ranks text/html first for the html builder).  The HTML is deterministic (its
-element id is a hash of its content) so strict nbval can compare it.  Vega, Vega-Lite and
-vega-embed are loaded from the site's ``_vendor/`` folder (``window.LDF_VEGA`` overrides; outside
-the book, from the jsDelivr CDN at the versions pinned in ``web/package.json``).
+The display bundle carries ``application/vnd.jupyter.widget-view+json`` (chosen by JupyterLab /
+Notebook for outputs of this session), ``text/html`` and ``text/plain``.  The HTML is a card
+holding a plain table of the default setting — what JupyterLab shows for a notebook it does not
+trust yet (its sanitizer keeps tables, drops scripts), and what a page without JavaScript shows —
+and, where the grid was computed, the script that replaces that table with the Vega-Lite view
+(chosen by the book, whose ``_config.yml`` ranks text/html first for the html builder).  The HTML
+is deterministic (its element id is a hash of its content) so strict nbval can compare it.
+Vega, Vega-Lite and vega-embed are loaded from the site's ``_vendor/`` folder
+(``window.LDF_VEGA`` overrides; outside the book, from the jsDelivr CDN at the versions pinned in
+``web/package.json``).
+
+Controls: numeric values become a slider in ascending order; the first value listed is the
+initial setting (``"tp": [8, 1, 2, 4, 16]`` is a slider 1 … 16 starting at 8).  Values: strings
+as given; integers exactly with thousands separators; a float whose name ends in a time or byte
+unit (``"step (ms)"``, ``"weights (GB)"``) is shown with the unit that reads best
+(``units.fmt_time`` / ``units.fmt_bytes``; the unit moves from the name into the value); other
+floats through ``units.fmt_num``.  Never scientific notation; an infinite time reads "never".
 """
 from __future__ import annotations
 
@@ -24,42 +41,118 @@ import html
 import itertools
 import json
 import math
+import numbers
+import os
+import re
+import sys
 
 import numpy as np
 
-__all__ = ["calculator", "calculator_html", "hosted_install_cell"]
+from .units import fmt_bytes, fmt_num, fmt_time
+
+__all__ = ["calculator", "calculator_html", "calculator_rows", "static_views_enabled",
+           "hosted_install_cell"]
 
 # Versions of web/package.json; used only where no book page tells the view where Vega lives.
 _CDN = {"vega": "https://cdn.jsdelivr.net/npm/vega@6.4.0/build/vega.min",
         "vega-lite": "https://cdn.jsdelivr.net/npm/vega-lite@6.5.0/build/vega-lite.min",
         "vega-embed": "https://cdn.jsdelivr.net/npm/vega-embed@7.3.0/build/vega-embed.min"}
 MAX_STATIC_BYTES = 300_000   # budget of one calculator's static view (issue 9: < 300 KB)
+ENV_STATIC = "LDF_STATIC_VIEWS"
+
+# A float output whose name ends in "(<unit>)": shown in the unit that reads best.
+_NAME_UNIT = re.compile(r"^(?P<name>.*\S)\s*\((?P<unit>[^()]+)\)$")
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
+_BYTE_UNITS = {"B": (1, False), "bytes": (1, False), "KB": (1e3, False), "MB": (1e6, False),
+               "GB": (1e9, False), "TB": (1e12, False), "KiB": (2**10, True), "MiB": (2**20, True),
+               "GiB": (2**30, True), "TiB": (2**40, True)}
+
+# The number a shown string starts with, and the unit right after it (commas removed first).
+# The page's bar chart applies the same pattern in Vega (see _spec), so Python and page agree.
+_NUM_RE = r"^\s*([-+]?(?:\d+\.?\d*|\.\d+))\s*(\S*)[\s\S]*$"
+_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "m": 1e-3, "µ": 1e-6, "u": 1e-6, "n": 1e-9, "p": 1e-12,
+           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+_BASE_UNITS = ("s", "B", "FLOP", "FLOP/s", "B/s", "W", "Hz")
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
+def static_views_enabled() -> bool:
+    """Whether :func:`calculator` computes the whole grid for the web page's static view.
+
+    ``LDF_STATIC_VIEWS=1`` / ``0`` decides; unset, the grid is computed except in a kernel a
+    Jupyter server started for a reader (``JPY_SESSION_NAME`` is set by jupyter_server) or in
+    Colab (``google.colab`` imported): there the reader asks for one setting at a time.
+
+    Raises:
+        ValueError: ``LDF_STATIC_VIEWS`` is set to something other than ``0`` or ``1``.
+    """
+    v = os.environ.get(ENV_STATIC, "").strip()
+    if v not in ("", "0", "1"):
+        raise ValueError(f"{ENV_STATIC}={v!r} is not allowed; use 1 (compute the static view) or 0")
+    if v:
+        return v == "1"
+    return not (os.environ.get("JPY_SESSION_NAME") or "google.colab" in sys.modules)
+
+
+def _label(v) -> str:
+    """A control value as the slider / dropdown shows it."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return f"{int(v):,}"
+    if isinstance(v, numbers.Real):
+        return fmt_num(float(v))
     return str(v)
 
 
-def _num(s: str):
-    """The number a formatted value shows ("1,024" → 1024.0, "50.0%" → 50.0), or None.
+def _fmt(v, name: str = "") -> str:
+    """The text a calculator shows for output value ``v`` (of an output called ``name``)."""
+    return _row(name, v)[1]
 
-    The page's bar chart parses the shown strings with the same rule (see ``_EXPR_NUM``).
+
+def _row(name: str, v) -> tuple[str, str]:
+    name = str(name)
+    if isinstance(v, (bool, np.bool_)):
+        return name, "yes" if v else "no"
+    if isinstance(v, numbers.Integral):
+        return name, f"{int(v):,}"        # exact counts: bytes, tokens, parameters
+    if isinstance(v, numbers.Real):
+        x = float(v)
+        m = _NAME_UNIT.match(name)
+        unit = m.group("unit").strip() if m else ""
+        if unit in _TIME_UNITS:
+            return m.group("name"), fmt_time(x * _TIME_UNITS[unit])
+        if unit in _BYTE_UNITS and math.isfinite(x):
+            scale, binary = _BYTE_UNITS[unit]
+            return m.group("name"), fmt_bytes(x * scale, binary=binary)
+        return name, fmt_num(x)
+    return name, str(v)
+
+
+def calculator_rows(result: dict) -> list[tuple[str, str]]:
+    """``[(name, shown text), ...]`` of one result of a calculator function, in its order.
+
+    The widget's table, the static view and its no-script table all show exactly these rows
+    (see the module docstring for the formatting rules).
     """
-    try:
-        x = float(s.replace(",", "").replace("%", ""))
-    except ValueError:
+    return [_row(k, v) for k, v in result.items()]
+
+
+def _num(s: str):
+    """The number a shown string starts with, in its unit's base ("6.48 ms" → 0.00648,
+    "1,024" → 1024.0, "50.0%" → 50.0, "yes" → None).  The page's bars parse the same way."""
+    m = re.match(_NUM_RE, s.replace(",", ""))
+    if not m:
         return None
+    x = float(m.group(1)) * _unit_scale(m.group(2))
     return x if math.isfinite(x) else None
 
 
-def _table(result: dict) -> str:
-    rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td><b>{html.escape(_fmt(v))}</b></td></tr>"
-                   for k, v in result.items())
-    return f"<table class='ldf-calc'>{rows}</table>"
+def _unit_scale(unit: str) -> float:
+    for base in _BASE_UNITS:
+        if unit.endswith(base) and unit[:len(unit) - len(base)] in _PREFIX:
+            return _PREFIX[unit[:len(unit) - len(base)]]
+    return 1.0
 
 
 def _validate(controls: dict, max_rows: int) -> int:
@@ -69,6 +162,8 @@ def _validate(controls: dict, max_rows: int) -> int:
     for k, vals in controls.items():
         if not len(vals):
             raise ValueError(f"controls[{k!r}] is empty; give at least one value")
+        if len(set(map(repr, vals))) != len(vals):
+            raise ValueError(f"controls[{k!r}]={list(vals)!r} repeats a value; list each value once")
         n *= len(vals)
     if n > max_rows:
         raise ValueError(f"the grid has {n} settings; at most max_rows={max_rows} are allowed")
@@ -76,24 +171,37 @@ def _validate(controls: dict, max_rows: int) -> int:
 
 
 def _is_numeric(vals) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+    return all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in vals)
 
 
-def _evaluate(fn, controls: dict):
+def _ordered(controls: dict) -> dict:
+    """{param: (values in control order, index of the initial value)}: numbers ascending (a
+    slider), strings as given (a dropdown); the initial value is the first one listed."""
+    out = {}
+    for k, vals in controls.items():
+        vals = list(vals)
+        order = sorted(vals) if _is_numeric(vals) and len(vals) > 1 else vals
+        out[k] = (order, order.index(vals[0]))
+    return out
+
+
+def _call(fn, params: dict) -> list[tuple[str, str]]:
+    try:
+        return calculator_rows(fn(**params))
+    except Exception as e:  # a setting the function rejects shows its error
+        return [("error", f"{type(e).__name__}: {e}")]
+
+
+def _evaluate(fn, ordered: dict):
     """Outputs of ``fn`` over the grid by position: (names, values), str arrays of shape grid + (m,).
 
-    Row j holds the j-th item of each result dict (its key and its formatted value), so a key
-    that depends on a control (e.g. ``f"share of {hw} memory"``) is one row whose name changes.
+    Row j holds the j-th item of each result dict (its name and its shown value), so a name that
+    depends on a control (e.g. ``f"share of {hw} memory"``) is one row whose name changes.
     """
-    keys = list(controls)
-    shape = tuple(len(controls[k]) for k in keys)
-    results = []
-    for combo in itertools.product(*(controls[k] for k in keys)):
-        try:
-            r = [(str(kk), _fmt(v)) for kk, v in fn(**dict(zip(keys, combo))).items()]
-        except Exception as e:  # a setting the function rejects shows its error
-            r = [("error", f"{type(e).__name__}: {e}")]
-        results.append(r)
+    keys = list(ordered)
+    shape = tuple(len(ordered[k][0]) for k in keys)
+    results = [_call(fn, dict(zip(keys, combo)))
+               for combo in itertools.product(*(ordered[k][0] for k in keys))]
     m = max(len(r) for r in results)
     # Padding rows get distinct blank names (a nominal axis merges equal names).
     names = np.array([[r[j][0] if j < len(r) else " " * (j + 1) for j in range(m)] for r in results],
@@ -119,11 +227,11 @@ def _reduced(col: np.ndarray):
     return [str(x) for x in np.asarray(sub).reshape(-1)], strides
 
 
-def _spec(fn, controls: dict, title: str) -> dict:
-    keys = list(controls)
-    names, table = _evaluate(fn, controls)
+def _spec(fn, ordered: dict, title: str) -> dict:
+    keys = list(ordered)
+    names, table = _evaluate(fn, ordered)
     m = table.shape[-1]
-    tables, strides, ntables, nstrides, maxima = [], [], [], [], []
+    tables, strides, ntables, nstrides, maxima, units = [], [], [], [], [], {}
     for j in range(m):
         flat, st = _reduced(table[..., j])
         tables.append(flat)
@@ -133,18 +241,23 @@ def _spec(fn, controls: dict, title: str) -> dict:
         nstrides.append(st_n)
         nums = [abs(x) for x in map(_num, flat) if x is not None]
         maxima.append(max(nums) if nums and max(nums) > 0 else None)
+        for s in flat:
+            mt = re.match(_NUM_RE, s.replace(",", ""))
+            if mt and _unit_scale(mt.group(2)) != 1.0:
+                units[mt.group(2)] = _unit_scale(mt.group(2))
     params, labels = [], []
     for a, k in enumerate(keys):
-        vals = list(controls[k])
-        labels.append([_fmt(v) for v in vals])
+        vals, first = ordered[k]
+        labels.append([_label(v) for v in vals])
         if _is_numeric(vals) and len(vals) > 1:
-            # A slider over the index: list values need not be evenly spaced; the table's first
-            # rows show the value the index stands for.
+            # A slider over the index (list values need not be evenly spaced); the page's script
+            # writes the value the index stands for beside it.
             bind = {"input": "range", "min": 0, "max": len(vals) - 1, "step": 1, "name": f"{k} "}
         else:
             bind = {"input": "select", "options": list(range(len(vals))),
-                    "labels": [_fmt(v) for v in vals], "name": f"{k} "}
-        params.append({"name": f"p{a}", "value": 0, "bind": bind})
+                    "labels": [_label(v) for v in vals], "name": f"{k} "}
+        params.append({"name": f"p{a}", "value": first, "bind": bind})
+
     def index(stride: str) -> str:
         return " + ".join(f"toNumber(p{a}) * {stride}[datum.j][{a}]" for a in range(len(keys)))
 
@@ -153,23 +266,32 @@ def _spec(fn, controls: dict, title: str) -> dict:
     pick = " : ".join(f"datum.j == {a} ? ldf_c[{a}][toNumber(p{a})]" for a in range(len(keys)))
     body = {
         "$schema": "https://vega.github.io/schema/vega-lite/v6.json",
-        # Which package function and settings produced the table: the browser test recomputes them.
+        # Which package function and settings produced the table: the browser test recomputes
+        # them.  Values in control order (sliders ascending); "initial" is the first setting.
         "usermeta": {"fn": f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}",
                      "controls": {k: [v if isinstance(v, (str, int, float, bool)) else str(v)
-                                      for v in controls[k]] for k in keys}},
+                                      for v in ordered[k][0]] for k in keys},
+                     "initial": {k: ordered[k][1] for k in keys}},
         "description": (title + ": " if title else "") + "calculator of the llm_dataflow package; "
                        "the controls select precomputed results",
         "title": {"text": title, "subtitle": "bar: the value / its largest over all settings",
-                  "subtitleColor": "#555", "subtitleFontSize": 11},
+                  "subtitleFontSize": 11},
         "params": params + [{"name": "ldf_t", "value": tables}, {"name": "ldf_s", "value": strides},
                             {"name": "ldf_c", "value": labels}, {"name": "ldf_x", "value": maxima},
-                            {"name": "ldf_n", "value": ntables}, {"name": "ldf_ns", "value": nstrides}],
+                            {"name": "ldf_n", "value": ntables}, {"name": "ldf_ns", "value": nstrides},
+                            {"name": "ldf_u", "value": dict(sorted(units.items()))},
+                            {"name": "ldf_re", "value": _NUM_RE}],
         "data": {"values": rows},
         "transform": [
             {"calculate": f"datum.c == 1 ? datum.n : ldf_n[datum.j][{index('ldf_ns')}]", "as": "n"},
             {"calculate": f"datum.c == 1 ? ({pick} : '') : ldf_t[datum.j][{index('ldf_s')}]", "as": "s"},
-            {"calculate": _EXPR_NUM, "as": "v"},
-            {"calculate": "datum.c == 1 || !isValid(ldf_x[datum.j]) || !isValid(datum.v) ? 0 : "
+            # the number a shown string means, in its unit's base (same rule as _num), or NaN
+            {"calculate": "replace(datum.s, regexp(',', 'g'), '')", "as": "s2"},
+            {"calculate": "datum.c == 1 || !test(regexp(ldf_re), datum.s2) ? NaN : "
+                          "toNumber(replace(datum.s2, regexp(ldf_re), '$1')) * "
+                          "(isValid(ldf_u[replace(datum.s2, regexp(ldf_re), '$2')]) ? "
+                          "ldf_u[replace(datum.s2, regexp(ldf_re), '$2')] : 1)", "as": "v"},
+            {"calculate": "datum.c == 1 || !isValid(ldf_x[datum.j]) || !isValid(datum.v) || isNaN(datum.v) ? 0 : "
                           "max(0, min(1, abs(datum.v) / ldf_x[datum.j]))", "as": "f"},
         ],
         "width": 280,
@@ -178,31 +300,34 @@ def _spec(fn, controls: dict, title: str) -> dict:
                            "axis": {"labelLimit": 320, "labelFontSize": 12, "domain": False,
                                     "ticks": False}}},
         "layer": [
-            {"mark": {"type": "bar", "color": "#c6dbef", "height": {"band": 0.8}},
+            # one colour readable on light and dark pages (the text colour follows the page)
+            {"mark": {"type": "bar", "color": "#4c78a8", "opacity": 0.35, "height": {"band": 0.8}},
              "encoding": {"x": {"field": "f", "type": "quantitative", "title": None,
                                 "scale": {"domain": [0, 1]}, "axis": None}}},
             {"name": "values",
-             "mark": {"type": "text", "align": "left", "dx": 4, "fontSize": 12, "color": "#111"},
+             "mark": {"type": "text", "align": "left", "dx": 4, "fontSize": 12},
              "encoding": {"x": {"datum": 0, "type": "quantitative"}, "text": {"field": "s"},
-                          "color": {"condition": {"test": "datum.c == 1", "value": "#555"},
-                                    "value": "#000"}}},
+                          "opacity": {"condition": {"test": "datum.c == 1", "value": 0.75},
+                                      "value": 1}}},
         ],
-        "config": {"background": "white", "view": {"stroke": None},
-                   "title": {"anchor": "start", "color": "#111"},
-                   "axis": {"labelColor": "#111", "grid": False}},
+        "config": {"view": {"stroke": None}, "title": {"anchor": "start"},
+                   "axis": {"grid": False}},
     }
     return body
 
 
-# Vega expression: the number a shown string means (same rule as _num), NaN when it is no number.
-_EXPR_NUM = "datum.c == 1 ? null : toNumber(replace(replace(datum.s, regexp(',', 'g'), ''), '%', ''))"
+# The card follows the page's light/dark theme (pydata-sphinx-theme's colour variables, with
+# light fallbacks elsewhere); the script passes the card's text colour to Vega.
+_CARD = ('<div class="ldf-calc-card" role="figure" aria-label="{aria}" style="display:block;'
+         'background:var(--pst-color-on-background,#fff);color:var(--pst-color-text-base,#111);'
+         'padding:6px 8px;margin:4px 0;border:1px solid var(--pst-color-border,#ccc);'
+         'border-radius:4px;overflow-x:auto;max-width:100%;font:13px sans-serif">'
+         '<div class="ldf-calc-static" id="{id}">{table}</div></div>')
 
-_TEMPLATE = """<div class="ldf-calc-card" role="figure" aria-label="{aria}" style="display:block;\
-background:#fff;color:#111;padding:6px 8px;margin:4px 0;border:1px solid #ccc;border-radius:4px;\
-overflow-x:auto;max-width:100%;font:13px sans-serif"><div class="ldf-calc-static" id="{id}">\
-<noscript>This calculator needs JavaScript.</noscript></div></div>
+_SCRIPT = """
 <style>#{id} .vega-bind{{margin:2px 0}} #{id} .vega-bind-name{{display:inline-block;min-width:10em}}\
- #{id} .vega-bind input[type=range]+span{{display:none}} #{id} select{{font:inherit}}</style>
+ #{id} .vega-bind input[type=range]+span{{display:inline-block;min-width:5em;margin-left:4px;font-weight:bold}}\
+ #{id} select{{font:inherit}}</style>
 <script>
 (function () {{
   var id = "{id}", spec = {spec};
@@ -213,16 +338,43 @@ overflow-x:auto;max-width:100%;font:13px sans-serif"><div class="ldf-calc-static
           "vega-embed": root + "_vendor/vega-embed/vega-embed.min"}}
       : {cdn};
   }}
-  function show(vegaEmbed) {{
-    var el = document.getElementById(id);
-    vegaEmbed(el, spec, {{"renderer": "svg", "actions": false, "mode": "vega-lite"}})
-      .then(function (res) {{ el.ldfView = res.view; el.setAttribute("data-ldf-ready", "1"); }})
+  var labels = spec.params.filter(function (p) {{ return p.name === "ldf_c"; }})[0].value;
+  function show(vegaEmbed, state) {{
+    var el = document.getElementById(id), fg = getComputedStyle(el.parentNode).color;
+    var config = {{"background": null, "title": {{"color": fg, "subtitleColor": fg}},
+                  "axis": {{"labelColor": fg}}, "text": {{"color": fg}}}};
+    return vegaEmbed(el, spec, {{"renderer": "svg", "actions": false, "mode": "vega-lite", "config": config}})
+      .then(function (res) {{
+        var view = res.view, inputs = el.querySelectorAll(".vega-bind");
+        labels.forEach(function (lab, a) {{
+          var name = "p" + a, input = el.querySelector('[name="' + name + '"]');
+          var span = input && input.type === "range" ? input.nextElementSibling : null;
+          function label(v) {{ if (span) span.textContent = lab[Number(v)]; }}
+          if (state && name in state) view.signal(name, state[name]);
+          label(view.signal(name));
+          view.addSignalListener(name, function (n, v) {{ label(v); }});
+        }});
+        if (state) view.runAsync();
+        el.ldfView = view; el.setAttribute("data-ldf-ready", "1");
+        return view;
+      }})
       .catch(function (err) {{ el.textContent = "calculator failed to load: " + err; }});
   }}
-  if (window.vegaEmbed) {{ show(window.vegaEmbed); return; }}
+  function start(vegaEmbed) {{
+    show(vegaEmbed);
+    // redraw in the page's new colours when the reader switches light/dark (keep the setting)
+    new MutationObserver(function () {{
+      var el = document.getElementById(id), view = el && el.ldfView, state = {{}};
+      if (!view) return;
+      labels.forEach(function (lab, a) {{ state["p" + a] = view.signal("p" + a); }});
+      view.finalize(); el.removeAttribute("data-ldf-ready");
+      show(vegaEmbed, state);
+    }}).observe(document.documentElement, {{"attributes": true, "attributeFilter": ["data-theme"]}});
+  }}
+  if (window.vegaEmbed) {{ start(window.vegaEmbed); return; }}
   if (typeof window.define === "function" && window.define.amd && typeof window.require === "function") {{
     window.require.config({{"paths": V}});
-    window.require(["vega-embed"], show);
+    window.require(["vega-embed"], start);
     return;
   }}
   if (!window.ldfVegaLoading) {{
@@ -233,37 +385,76 @@ overflow-x:auto;max-width:100%;font:13px sans-serif"><div class="ldf-calc-static
       }}); }});
     }}, Promise.resolve());
   }}
-  window.ldfVegaLoading.then(function () {{ show(window.vegaEmbed); }});
+  window.ldfVegaLoading.then(function () {{ start(window.vegaEmbed); }});
 }})();
 </script>"""
+
+_NOTE = ("values at the initial setting: the controls need a running kernel (run this cell) "
+         "or the web book")
+
+
+def _static_table(title: str, ordered: dict, rows: list[tuple[str, str]], n_rows: int) -> str:
+    """A plain HTML table of one setting (kept by JupyterLab's sanitizer: no script, no style
+    element), padded to ``n_rows`` output rows so the layout does not jump between settings."""
+    cell = 'style="padding:1px 12px 1px 0;text-align:left;vertical-align:top"'
+    head = f"<caption style='text-align:left'><b>{html.escape(title)}</b></caption>" if title else ""
+    ctl = "".join(f"<tr><td {cell}>{html.escape(str(k))} =</td><td {cell}>"
+                  f"{html.escape(_label(vals[i]))}</td></tr>" for k, (vals, i) in ordered.items())
+    rows = list(rows) + [("", "")] * (n_rows - len(rows))
+    out = "".join(f"<tr><td {cell}>{html.escape(n) or '&nbsp;'}</td><td {cell}><b>{html.escape(v)}</b></td></tr>"
+                  for n, v in rows)
+    return (f"<table class='ldf-calc-table' style='border-collapse:collapse'>{head}{ctl}{out}</table>"
+            f"<div class='ldf-calc-note' style='font-size:11px;opacity:0.75'>{html.escape(_NOTE)}</div>")
+
+
+def _text_table(title: str, ordered: dict, rows: list[tuple[str, str]]) -> str:
+    lines = [f"{k} = {_label(vals[i])}" for k, (vals, i) in ordered.items()] + [f"{n}: {v}" for n, v in rows]
+    return "\n".join(([title] if title else []) + lines + [f"({_NOTE})"])
+
+
+def _initial(ordered: dict) -> dict:
+    return {k: vals[i] for k, (vals, i) in ordered.items()}
+
+
+def _card(fn, ordered: dict, title: str, static: bool, n_rows: int | None = None) -> str:
+    rows = _call(fn, _initial(ordered))
+    aria = html.escape(title or "calculator", quote=True)
+    if not static:
+        table = _static_table(title, ordered, rows, max(n_rows or 0, len(rows)))
+        digest = hashlib.sha1(table.encode()).hexdigest()[:12]
+        return _CARD.format(id=f"ldf-calc-{digest}", table=table, aria=aria)
+    body = _spec(fn, ordered, title)
+    table = _static_table(title, ordered, rows, len(body["params"][len(ordered)]["value"]))
+    spec = json.dumps(body, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    spec = spec.replace("</", "<\\/")  # never close the script element from inside a string
+    digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
+    ident = f"ldf-calc-{digest}"
+    return (_CARD.format(id=ident, table=table, aria=aria)
+            + _SCRIPT.format(id=ident, spec=spec, cdn=json.dumps(_CDN, sort_keys=True)))
 
 
 def calculator_html(fn, controls: dict, *, title: str = "", max_rows: int = 5000) -> str:
     """The self-contained static view of a calculator: HTML + a Vega-Lite spec with the whole grid.
 
-    ``fn`` is evaluated at every setting of ``controls`` (row-major); each output column keeps
-    only the control axes it depends on, so a grid of thousands of settings stays small.  A
-    setting for which ``fn`` raises shows ``"error: <Type>: <message>"``.
+    ``fn`` is evaluated at every setting of ``controls`` (row-major, controls in slider order);
+    each output column keeps only the control axes it depends on, so a grid of thousands of
+    settings stays small.  A setting for which ``fn`` raises shows ``"error: <Type>: <message>"``.
+    Every setting shows the same number of rows (shorter results are padded with blank rows).
 
     Args:
         fn, controls, title, max_rows: as for :func:`calculator`.
 
     Returns:
-        HTML text (a ``div`` and an inline script, no external file except Vega's three
-        libraries, loaded as described in the module docstring).  Deterministic: the same inputs
-        give the same bytes.
+        HTML text: a card with a plain table of the initial setting (shown where scripts do not
+        run) and an inline script that replaces it with the Vega-Lite view (no external file
+        except Vega's three libraries, loaded as described in the module docstring).
+        Deterministic: the same inputs give the same bytes.
 
     Raises:
         ValueError: as :func:`calculator`; or the view exceeds ``MAX_STATIC_BYTES`` (300,000 bytes).
     """
     _validate(controls, max_rows)
-    spec = json.dumps(_spec(fn, controls, title), separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False)
-    spec = spec.replace("</", "<\\/")  # never close the script element from inside a string
-    digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
-    out = _TEMPLATE.format(id=f"ldf-calc-{digest}", spec=spec,
-                           aria=html.escape(title or "calculator", quote=True),
-                           cdn=json.dumps(_CDN, sort_keys=True))
+    out = _card(fn, _ordered(controls), title, static=True)
     if len(out.encode()) > MAX_STATIC_BYTES:
         raise ValueError(f"the static view of this calculator is {len(out.encode()):,} bytes; at most "
                          f"MAX_STATIC_BYTES={MAX_STATIC_BYTES:,} are allowed: use fewer control values")
@@ -274,21 +465,41 @@ def _box_class():
     import ipywidgets as w
 
     class CalculatorBox(w.VBox):
-        """A ``VBox`` whose display bundle also carries the static view as ``text/html``."""
+        """A ``VBox`` whose display bundle also carries the static view (``text/html``) and a
+        readable ``text/plain``."""
 
         _ldf_html = ""
+        _ldf_text = ""
 
         def _repr_mimebundle_(self, **kwargs):
             data = super()._repr_mimebundle_(**kwargs)
             if data is not None and self._ldf_html:
                 data = dict(data)
                 data["text/html"] = self._ldf_html
+                data["text/plain"] = self._ldf_text
             return data
 
     return CalculatorBox
 
 
 _BOX = None
+_TABLE_STYLE = ("<table style='border-collapse:collapse;table-layout:fixed'>"
+                "<colgroup><col style='width:22em'><col></colgroup>{}</table>")
+
+
+def _widget_table(rows: list[tuple[str, str]], n_rows: int) -> str:
+    rows = list(rows) + [("", "")] * (n_rows - len(rows))
+    return _TABLE_STYLE.format("".join(
+        f"<tr><td style='padding:1px 12px 1px 0'>{html.escape(n) or '&nbsp;'}</td>"
+        f"<td><b>{html.escape(v) or '&nbsp;'}</b></td></tr>" for n, v in rows))
+
+
+def _corner_rows(fn, ordered: dict) -> int:
+    """Rows of the longest result among the initial setting and each control at its ends (the
+    others initial): 1 + 2 × controls calls, so a live calculator's table does not jump."""
+    base = _initial(ordered)
+    settings = [base] + [{**base, k: vals[e]} for k, (vals, _) in ordered.items() for e in (0, -1)]
+    return max(len(_call(fn, s)) for s in settings)
 
 
 def calculator(fn, controls: dict, *, title: str = "", max_rows: int = 5000):
@@ -296,38 +507,51 @@ def calculator(fn, controls: dict, *, title: str = "", max_rows: int = 5000):
 
     Args:
         fn: ``fn(**params) -> dict[str, int | float | str]``; the package's own calculator.
-        controls: ``{param: [value, ...]}``; each list becomes a dropdown (strings) or a
-            selection slider (numbers).  The first value is the initial setting.
+        controls: ``{param: [value, ...]}``; a list of numbers becomes a selection slider in
+            ascending order, a list of strings a dropdown in the order given.  The first value
+            listed is the initial setting (``[8, 1, 2, 4, 16]``: a slider 1 … 16 set to 8).
         title: a heading shown above the controls.
         max_rows: the largest allowed grid (product of the list lengths).
 
     Returns:
         An ipywidgets ``VBox`` (a subclass).  Displayed, its bundle holds the widget view (live
-        kernel) and, as ``text/html``, the static view of :func:`calculator_html` (the web book).
-        ``fn`` is evaluated over the whole grid at call time, so keep it analytic (µs per call).
+        kernel), ``text/html`` (the card of :func:`calculator_html` where
+        :func:`static_views_enabled`, else the same card with the initial setting's table only)
+        and a ``text/plain`` table of the initial setting.  The widget evaluates ``fn`` at the
+        setting the reader picks; keep ``fn`` analytic (ms per call at most).
 
     Raises:
-        ValueError: empty controls, an empty value list, a grid larger than ``max_rows``, or a
-            static view larger than ``MAX_STATIC_BYTES``.
+        ValueError: empty controls, an empty value list or one that repeats a value, a grid
+            larger than ``max_rows``, a static view larger than ``MAX_STATIC_BYTES``, or a bad
+            ``LDF_STATIC_VIEWS``.
     """
     import ipywidgets as w
 
     global _BOX
     _validate(controls, max_rows)
-    static = calculator_html(fn, controls, title=title, max_rows=max_rows)
+    ordered = _ordered(controls)
+    n_rows = _corner_rows(fn, ordered)
+    if static_views_enabled():
+        static = calculator_html(fn, controls, title=title, max_rows=max_rows)
+    else:
+        static = _card(fn, ordered, title, static=False, n_rows=n_rows)
     widgets = {}
-    for k, vals in controls.items():
-        vals = list(vals)
-        if _is_numeric(vals):
-            widgets[k] = w.SelectionSlider(options=vals, value=vals[0], description=k,
-                                           continuous_update=False, style={"description_width": "initial"})
+    for k, (vals, first) in ordered.items():
+        if _is_numeric(vals) and len(vals) > 1:
+            widgets[k] = w.SelectionSlider(options=[(_label(v), v) for v in vals], value=vals[first],
+                                           description=k, continuous_update=False, readout=True,
+                                           style={"description_width": "10em"},
+                                           layout=w.Layout(width="36em"))
         else:
-            widgets[k] = w.Dropdown(options=vals, value=vals[0], description=k,
-                                    style={"description_width": "initial"})
+            widgets[k] = w.Dropdown(options=[(_label(v), v) for v in vals], value=vals[first],
+                                    description=k, style={"description_width": "10em"})
     out = w.HTML()
+    shape = {"rows": n_rows}
 
     def update(*_):
-        out.value = _table(fn(**{k: wd.value for k, wd in widgets.items()}))
+        rows = _call(fn, {k: wd.value for k, wd in widgets.items()})
+        shape["rows"] = max(shape["rows"], len(rows))   # grow once, never shrink: no jumps
+        out.value = _widget_table(rows, shape["rows"])
 
     for wd in widgets.values():
         wd.observe(update, names="value")
@@ -337,6 +561,7 @@ def calculator(fn, controls: dict, *, title: str = "", max_rows: int = 5000):
         _BOX = _box_class()
     box = _BOX(head + list(widgets.values()) + [out])
     box._ldf_html = static
+    box._ldf_text = _text_table(title, ordered, _call(fn, _initial(ordered)))
     return box
 
 

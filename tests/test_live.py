@@ -271,3 +271,43 @@ def test_the_no_script_table_survives_a_sanitizer():
     assert "<table class='ldf-calc-table'" in card and "tp =</td>" in card
     assert "648 µs" in card and "<b>toy</b>" in card
     assert card.count("<tr>") == 2 + 6                 # 2 controls + rows padded to 6
+
+
+# --- ldf.progress (measure.py): what a finished measurement leaves in the saved notebook -------
+
+def test_progress_ends_as_one_line_of_text(monkeypatch):
+    """In a kernel the bar's display is replaced by "<desc>: <n> steps" — the same text/plain the
+    bar carried from the start (what strict nbval compares), never a frozen 0 %."""
+    import IPython.display
+
+    from llm_dataflow import measure
+
+    shown_bundles = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            shown_bundles.append(("update", obj))
+
+    def fake_display(obj, raw=False, display_id=None):
+        shown_bundles.append(("display", obj))
+        return Handle()
+
+    monkeypatch.setattr(measure, "_widget_kernel", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    got = [x for x in ldf.progress(range(4), desc="memory mountain")]
+    assert got == [0, 1, 2, 3]
+    (kind0, first), (kind1, last) = shown_bundles
+    assert kind0 == "display" and WIDGET_MIME in first and first["text/plain"] == "memory mountain: 4 steps"
+    assert kind1 == "update" and last == {"text/plain": "memory mountain: 4 steps"}
+    shown_bundles.clear()
+    with ldf.progress(total=2, desc="manual") as p:
+        p.update(2)
+        assert p.bar.value == 2 and p.label.value == "2/2"
+    assert shown_bundles[-1] == ("update", {"text/plain": "manual: 2 steps"})
+
+
+def test_progress_outside_a_kernel_is_a_text_bar():
+    from tqdm import tqdm
+
+    bar = ldf.progress(range(3), desc="x")
+    assert isinstance(bar, tqdm) and list(bar) == [0, 1, 2]

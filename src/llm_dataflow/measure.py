@@ -108,13 +108,95 @@ def time_fn(fn, *, repeat: int = 5, warmup: int = 1, dev: torch.device | str | N
 
 
 def progress(iterable=None, *, desc: str = "", total: int | None = None, leave: bool = False):
-    """A tqdm progress bar for measurement loops (notebook widget in Jupyter, text elsewhere).
+    """A progress bar for measurement loops: ``for x in progress(xs, desc="timing"): ...``.
 
-    ``leave=False`` removes the bar when done, so saved outputs hold no timing text.
+    In a Jupyter kernel with ipywidgets it shows a bar (``IntProgress`` + a ``k/n`` label) and,
+    when the loop ends, replaces it in place (a display update) with one line of text,
+    ``"<desc>: <n> steps"``, so a saved notebook and the web page show what was measured rather
+    than a frozen "0%" bar or a blank gap where a closed widget was.  The text is the bar's own
+    plain-text fallback from the start, so strict nbval (which sees the first display) and the
+    saved output agree; it holds no timing.  Elsewhere (a script, pytest) it is a text tqdm bar
+    on stderr, removed when done unless ``leave=True``.
+
+    Args:
+        iterable: what to loop over (``None``: call ``update(k)`` yourself, with ``total``).
+        desc: what is being measured, e.g. ``"memory mountain"``.
+        total: number of steps (default ``len(iterable)`` when it has one).
+        leave: text bar only: keep it on stderr when done.
+
+    Returns:
+        An iterable with ``update(k=1)`` and ``close()`` (also a context manager).
     """
-    from tqdm.auto import tqdm
+    if total is None and iterable is not None:
+        try:
+            total = len(iterable)
+        except TypeError:
+            total = None
+    if _widget_kernel():
+        return _NotebookProgress(iterable, desc, total)
+    from tqdm import tqdm
 
     return tqdm(iterable, desc=desc, total=total, leave=leave)
+
+
+def _widget_kernel() -> bool:
+    """True inside an IPython kernel (JupyterLab, nbclient, nbval) where ipywidgets imports."""
+    try:
+        from IPython import get_ipython
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+class _NotebookProgress:
+    """The notebook bar of :func:`progress`; its display ends as one line of plain text."""
+
+    def __init__(self, iterable, desc: str, total: int | None):
+        import ipywidgets as w
+        from IPython.display import display
+
+        self.iterable, self.total, self.n, self._closed = iterable, total, 0, False
+        what = f"{total} steps" if total is not None else ""
+        self.text = ": ".join(x for x in (desc, what) if x) or "done"
+        self.bar = w.IntProgress(value=0, min=0, max=max(total or 1, 1), description=desc,
+                                 style={"description_width": "initial"})
+        self.label = w.Label(self._count())
+        self.box = w.HBox([self.bar, self.label])
+        bundle = dict(self.box._repr_mimebundle_())
+        bundle["text/plain"] = self.text
+        self.handle = display(bundle, raw=True, display_id=True)
+
+    def _count(self) -> str:
+        return f"{self.n}/{self.total}" if self.total is not None else str(self.n)
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        self.bar.value = min(self.n, self.bar.max)
+        self.label.value = self._count()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.handle.update({"text/plain": self.text}, raw=True)
+        for wd in (self.box, self.bar, self.label):
+            wd.close()
+
+    def __iter__(self):
+        try:
+            for x in self.iterable:
+                yield x
+                self.update()
+        finally:
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def seed_all(seed: int = 0) -> None:

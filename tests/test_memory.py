@@ -157,6 +157,22 @@ def test_tier_bandwidth_grouping():
         tier_bandwidth(pts, caches, op="write")
 
 
+def test_dram_onset():
+    def pt(size, bw):
+        return MountainPoint("read", size, int(bw), 1.0, 1.0, 1.0, "cpu")
+    # a dip at 8 MiB (a neighbour's burst) does not count: every point from the onset up must be slow
+    pts = [pt(2**20, 100), pt(2**23, 9), pt(2**24, 40), pt(2**25, 12), pt(2**26, 11), pt(2**27, 10), pt(2**28, 10)]
+    caches = [CacheLevel("L2", 2, "Unified", 2**20, "0", "sysfs"), CacheLevel("L3", 3, "Unified", 2**26, "0-1", "sysfs")]
+    assert ldf.tier_bandwidth(pts, caches)["DRAM"] == 10
+    assert ldf.dram_onset(pts, caches) == 2**25          # 12 <= 1.5 x 10; 40 is not
+    assert ldf.dram_onset(pts, caches, tolerance=1.0) == 2**27
+    noisy = pts[:-2] + [pt(2**28, 40), pt(2**29, 5)]      # the DRAM tier's own points always count
+    assert ldf.dram_onset(noisy, caches, tolerance=1.0) == 2**25   # not 2**29: 40 > 22.5 at 2**28 still counts
+    assert ldf.dram_onset(pts[:3], caches) is None         # no point 4x past the LLC: no DRAM tier
+    with pytest.raises(ValueError, match="tolerance"):
+        ldf.dram_onset(pts, caches, tolerance=0.5)
+
+
 def test_call_overhead_positive():
     assert 0 < ldf.call_overhead("cpu", repeat=20) < 1e-2
 

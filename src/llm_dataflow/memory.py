@@ -50,7 +50,8 @@ from .units import KiB, MiB, fmt_bytes, require_positive
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
            "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",
-           "mountain_sizes", "memory_mountain", "call_overhead", "tier_bandwidth", "plot_mountain"]
+           "mountain_sizes", "memory_mountain", "call_overhead", "tier_bandwidth", "dram_onset",
+           "plot_mountain"]
 
 _SYSFS_CACHE = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -413,6 +414,35 @@ def tier_bandwidth(points: list[MountainPoint], caches: list[CacheLevel], op: st
     if sel:
         out["DRAM"] = statistics.median(sel)
     return out
+
+
+def dram_onset(points: list[MountainPoint], caches: list[CacheLevel], op: str = "read",
+               tolerance: float = 1.5) -> int | None:
+    """The smallest measured working set (bytes) from which every larger point of ``op`` runs at
+    DRAM speed — at most ``tolerance`` × the DRAM tier of :func:`tier_bandwidth`; the points of
+    the DRAM tier itself (at least 4× the last level) always count — or ``None`` when the sweep
+    has no DRAM tier.
+
+    Compare it with :func:`last_level_cache_bytes`: on bare metal the onset sits near the LLC; on
+    a virtual machine, whose OS reports the host's whole LLC while other guests use it too, it can
+    come at a fraction of it.  A measured, noisy quantity (print it with ``fmt_measured``).
+
+    Raises:
+        ValueError: ``op`` unknown or ``tolerance`` < 1.
+    """
+    if not isinstance(tolerance, (int, float)) or not tolerance >= 1:
+        raise ValueError(f"tolerance={tolerance!r} is not allowed; it must be a number >= 1")
+    dram = tier_bandwidth(points, caches, op).get("DRAM")
+    if dram is None:
+        return None
+    last = max(c.size_bytes for c in caches if c.type != "Instruction" and c.level == max(
+        d.level for d in caches if d.type != "Instruction"))
+    onset = None
+    for p in sorted((p for p in points if p.op == op), key=lambda p: p.working_set_bytes, reverse=True):
+        if p.working_set_bytes < 4 * last and p.bandwidth > tolerance * dram:
+            break
+        onset = p.working_set_bytes
+    return onset
 
 
 def plot_mountain(points: list[MountainPoint], caches: list[CacheLevel] | None = None, ax=None,

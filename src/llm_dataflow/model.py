@@ -616,6 +616,8 @@ def _check_supported(cfg: ModelConfig) -> None:
         ("norms_per_layer", cfg.norms_per_layer, cfg.norms_per_layer == 2, "2 (Pre-Norm)"),
         ("router_bias", cfg.router_bias, not cfg.router_bias,
          "False (DeepSeek-V3's biased sigmoid router is not implemented)"),
+        ("unmodelled", cfg.unmodelled, not cfg.unmodelled,
+         "None (these config.json settings change the forward pass and are not implemented)"),
     )
     for field, value, ok, allowed in checks:
         if not ok:
@@ -634,7 +636,7 @@ class Decoder(nn.Module):
     Raises:
         ValueError: an unsupported config field (MLA, LayerNorm, learned positions, GeGLU/GELU,
             Gemma-2's four norms, DeepSeek's router bias, a ``rope_scaling`` type other than
-            default / ``"llama3"``), named.
+            default / ``"llama3"``, any ``cfg.unmodelled`` setting), named.
     """
 
     def __init__(self, cfg: ModelConfig, dtype: torch.dtype = torch.float32, device=None):

@@ -33,7 +33,7 @@ __all__ = [
     # formats and plans
     "QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS",
     # bytes
-    "weight_bytes", "weight_bytes_read", "expected_experts_hit", "kv_bytes", "activation_bytes",
+    "weight_bytes", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes", "activation_bytes",
     "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
     # FLOPs and step totals
     "matmul_params", "attention_flops_per_token", "decode_step_flops", "decode_step_bytes",
@@ -339,6 +339,19 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None 
     p = _as_plan(dtype)
     q = quant if quant is not None else p.quant
     return sum(_tensor_bytes(t, p.weights, q) for t in tensor_specs(cfg))
+
+
+def layer_weight_bytes(cfg, dtype="bf16") -> int:
+    """Bytes of the decoder layers' weights only (B): :func:`weight_bytes` less the embedding
+    tables, the final norm and the output head — what layer-by-layer offload streams to the GPU
+    each forward pass while those stay resident (chapter 01).
+
+    Raises:
+        ValueError: as :func:`weight_bytes`.
+    """
+    cfg = _model(cfg)
+    p = _as_plan(dtype)
+    return sum(_tensor_bytes(t, p.weights, p.quant) for t in tensor_specs(cfg) if t.layer is not None)
 
 
 def expected_experts_hit(n_experts: int, k: int, n_tokens: int) -> float:

@@ -294,12 +294,15 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
 
     Returns:
         ``{"parameters", "weight bytes", "GB (1e9)", "GiB (2^30)", "bytes/parameter",
-        "share of <hw> memory"}``.
+        "share of <hw> memory", "one GPU, batch 1"}`` — the last is
+        :func:`~llm_dataflow.accounting.memory_fit`'s verdict for one sequence at context 0.
 
     Raises:
         ValueError: unknown model, format or hardware.
     """
-    from .accounting import precision_plan
+    from .accounting import WEIGHT_FORMATS, precision_plan
+    if fmt not in WEIGHT_FORMATS:
+        raise ValueError(f"fmt={fmt!r} is not allowed; allowed: {', '.join(WEIGHT_FORMATS)}")
     if hw not in HARDWARE:
         raise ValueError(f"hw={hw!r} is not a preset; allowed: {', '.join(HARDWARE)}")
     plan = precision_plan(fmt)
@@ -307,9 +310,11 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     nbytes = weight_bytes(cfg, plan)
     n = param_count(cfg)
     mem = HARDWARE[hw].memory_bytes
+    from .accounting import memory_fit
     return {"parameters": n, "weight bytes": nbytes, "GB (1e9)": round(nbytes / GB, 2),
             "GiB (2^30)": round(nbytes / GiB, 2), "bytes/parameter": round(nbytes / n, 4),
-            f"share of {hw} memory": f"{nbytes / mem:.1%}"}
+            f"share of {hw} memory": f"{nbytes / mem:.1%}",
+            "one GPU, batch 1": memory_fit(cfg, hw, plan).reason}
 
 
 @dataclass

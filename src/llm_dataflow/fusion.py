@@ -1,4 +1,4 @@
-"""Kernel fusion, shown on RMSNorm and "residual add + RMSNorm" (chapter 03).
+"""Kernel fusion, shown on RMSNorm and "residual add + RMSNorm" (chapters 03 and 08).
 
 Unfused, each elementwise step is its own kernel: it reads its inputs from main memory and
 writes its output back, so a chain of ``s`` steps over an ``[N, D]`` tensor moves about
@@ -8,19 +8,32 @@ Fusion changes *bytes moved* (and kernel launches), not the FLOPs.
 
 :func:`norm_unfused` runs the steps one by one and records the bytes each moves.
 :func:`norm_fused` computes the same result with every intermediate kept in cache: on a CPU it
-processes blocks of rows small enough that a block's intermediates stay in the L2 cache (the
-same idea a GPU kernel implements with one thread block per row); on a GPU it uses
-``torch.compile`` (one generated kernel) when it works, else the same blocking.
-:func:`fusion_bytes` gives both byte counts in closed form; :func:`fusion_benchmark` times both.
+runs the *same* kernels on blocks of rows small enough that a block's intermediates stay in the
+L2 cache the OS reports (the idea a GPU kernel implements with one thread block per row); on a
+GPU it uses ``torch.compile`` (one generated kernel) when it works, else the same blocking.
+Both take preallocated :class:`NormBuffers` (``norm_buffers``), so that a timing can leave out
+what the byte count leaves out: allocating, and the operating system's zeroing of, fresh memory.
+:func:`fusion_bytes` gives both byte counts in closed form; :func:`fusion_benchmark` times both,
+with fresh and with preallocated outputs, interleaved.
+
+What a CPU measurement shows depends on the sizes against the caches: where every ``[N, D]``
+tensor fits the last-level cache, the unfused chain's "extra" bytes are cache traffic, not
+DRAM traffic, and fusion buys little; size the tensors past the LLC
+(:func:`llm_dataflow.memory.past_last_level_bytes`) to see the byte ratio at work.
 """
 from __future__ import annotations
 
+import statistics
+import time
+from dataclasses import dataclass
+
 import torch
 
-from .measure import time_fn
-from .units import require_positive
+from .measure import synchronize
+from .units import KiB, require_positive
 
-__all__ = ["norm_unfused", "norm_fused", "fusion_bytes", "fusion_benchmark", "UNFUSED_STEPS"]
+__all__ = ["norm_unfused", "norm_fused", "NormBuffers", "norm_buffers", "fused_block_rows", "fusion_bytes",
+           "fusion_benchmark", "UNFUSED_STEPS"]
 
 #: The kernels of an unfused (residual add +) RMSNorm, each with the ``[N, D]``-sized tensors it
 #: reads and writes (``"N"`` = one value per row, ``"w"`` = the ``[D]`` weight).
@@ -42,90 +55,209 @@ def _check(x, w, residual):
         raise ValueError(f"residual.shape={tuple(residual.shape)} must equal x.shape={tuple(x.shape)}")
 
 
+@dataclass
+class NormBuffers:
+    """Preallocated outputs and intermediates of (residual add +) RMSNorm over ``[N, D]``.
+
+    Attributes:
+        out: ``[N, D]`` result.
+        h: ``[N, D]`` new residual stream ``x + residual`` (``None`` without a residual).
+        sq, y: ``[N, D]`` intermediates ``h²`` and ``h · rsqrt(mean + eps)`` of the unfused chain;
+            :func:`norm_fused` uses their first rows as its per-block scratch.
+        ms: ``[N, 1]`` per-row mean of squares, then its reciprocal square root.
+    """
+
+    out: torch.Tensor
+    h: torch.Tensor | None
+    sq: torch.Tensor
+    y: torch.Tensor
+    ms: torch.Tensor
+
+
+def norm_buffers(n_rows: int, d: int, residual: bool = True, dtype=torch.float32, device=None) -> NormBuffers:
+    """Allocate :class:`NormBuffers` for ``[n_rows, d]`` and write every byte once (a page the
+    program has never written is not yet backed by memory: timing it would time the operating
+    system mapping it in).
+
+    Raises:
+        ValueError: non-positive sizes.
+    """
+    require_positive("n_rows", n_rows)
+    require_positive("d", d)
+
+    def z(*shape):
+        return torch.zeros(*shape, dtype=dtype, device=device)
+    return NormBuffers(z(n_rows, d), z(n_rows, d) if residual else None, z(n_rows, d), z(n_rows, d), z(n_rows, 1))
+
+
+def _check_buffers(b: NormBuffers, x2: torch.Tensor, residual) -> None:
+    n, d = x2.shape
+    for name in ("out", "sq", "y") + (("h",) if residual is not None else ()):
+        t = getattr(b, name)
+        if t is None or t.shape != (n, d) or t.dtype != x2.dtype or t.device != x2.device:
+            got = None if t is None else (tuple(t.shape), t.dtype, str(t.device))
+            raise ValueError(f"buffers.{name} is {got}; it must be a {(n, d)} {x2.dtype} tensor on {x2.device}")
+    if b.ms.shape != (n, 1) or b.ms.dtype != x2.dtype or b.ms.device != x2.device:
+        raise ValueError(f"buffers.ms has shape {tuple(b.ms.shape)}; it must be a {(n, 1)} {x2.dtype} tensor "
+                         f"on {x2.device}")
+
+
 def norm_unfused(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, residual: torch.Tensor | None = None,
-                 record: list | None = None):
+                 record: list | None = None, buffers: NormBuffers | None = None):
     """(Residual add +) RMSNorm as separate kernels, each writing its intermediate to memory.
 
     Shapes: ``x, residual [..., D]``, ``w [D]``.  Returns ``out`` (``[..., D]``), or
     ``(out, h)`` with a residual (``h = x + residual`` is the new residual stream, which the next
     layer needs, so a fused kernel writes it too).  Computes in ``x.dtype``.  When ``record`` is a
     list, appends ``{"step", "bytes_read", "bytes_written"}`` per kernel, from tensor sizes.
+    With ``buffers`` (:func:`norm_buffers` for ``[N, D]``, ``N`` = rows of ``x``), every kernel
+    writes into them (``out=``) instead of fresh tensors: the same kernels and bytes, no allocation;
+    the results are views of ``buffers.out`` / ``buffers.h``.
 
     Raises:
-        ValueError: mismatched shapes.
+        ValueError: mismatched shapes, or buffers of the wrong shape/dtype/device.
     """
     _check(x, w, residual)
+    b = buffers
+    if b is not None:
+        x2 = x.reshape(-1, x.shape[-1])
+        _check_buffers(b, x2, residual)
+
+        def into(t):
+            return t.view_as(x)
+    else:
+        def into(t):
+            return None
 
     def log(step, ins, outs):
         if record is not None:
             record.append({"step": step, "bytes_read": sum(t.numel() * t.element_size() for t in ins),
                            "bytes_written": sum(t.numel() * t.element_size() for t in outs)})
 
+    def op(fn, *args, out=None):
+        return fn(*args) if out is None else fn(*args, out=out)
+
     h = x
     if residual is not None:
-        h = x + residual
+        h = op(torch.add, x, residual, out=into(b.h) if b else None)
         log("h = x + r", (x, residual), (h,))
-    sq = h * h
+    sq = op(torch.mul, h, h, out=into(b.sq) if b else None)
     log("sq = h * h", (h,), (sq,))
-    ms = sq.mean(-1, keepdim=True)
+    ms_out = b.ms.view(*x.shape[:-1], 1) if b else None
+    ms = sq.mean(-1, keepdim=True) if b is None else torch.mean(sq, -1, keepdim=True, out=ms_out)
     log("ms = mean(sq, -1)", (sq,), (ms,))
-    ms2 = ms + eps
+    ms2 = op(torch.add, ms, eps, out=ms_out)
     log("ms = ms + eps", (ms,), (ms2,))
-    inv = torch.rsqrt(ms2)
+    inv = op(torch.rsqrt, ms2, out=ms_out)
     log("inv = rsqrt(ms)", (ms2,), (inv,))
-    y = h * inv
+    y = op(torch.mul, h, inv, out=into(b.y) if b else None)
     log("y = h * inv", (h, inv), (y,))
-    out = y * w
+    out = op(torch.mul, y, w, out=into(b.out) if b else None)
     log("out = y * w", (y, w), (out,))
     return (out, h) if residual is not None else out
 
 
-def _blocked(x2, w, eps, r2, block_rows):
-    out = torch.empty_like(x2)
-    h_out = torch.empty_like(x2) if r2 is not None else None
-    for i in range(0, x2.shape[0], block_rows):
-        xb = x2[i:i + block_rows]
-        hb = xb if r2 is None else torch.add(xb, r2[i:i + block_rows], out=h_out[i:i + block_rows])
-        # block_rows·D elements per intermediate: they stay in L2 until the block is done
-        inv = torch.rsqrt((hb * hb).mean(-1, keepdim=True) + eps)
-        torch.mul(hb * inv, w, out=out[i:i + block_rows])
+def fused_block_rows(d: int, elem_bytes: int = 4, residual: bool = True, l2_bytes: int | None = None) -> int:
+    """Rows per block of the blocked "fused" kernel: as many as keep one block's live tensors —
+    x, residual, h, h², y and out, ``(5 + residual)·rows·D·elem_bytes`` bytes — within half of
+    one core's L2 cache (the other half for the weight, the stack, and what the replacement
+    policy keeps).  ``l2_bytes`` defaults to the L2 the OS reports
+    (:func:`llm_dataflow.memory.cache_levels`), else 1 MiB (a common per-core L2).  At least 1.
+
+    Raises:
+        ValueError: non-positive ``d``, ``elem_bytes`` or ``l2_bytes``.
+    """
+    require_positive("d", d)
+    require_positive("elem_bytes", elem_bytes)
+    if l2_bytes is None:
+        from .memory import cache_levels
+        l2 = [c.size_bytes for c in cache_levels() if c.level == 2 and c.type != "Instruction"]
+        l2_bytes = l2[0] if l2 else 1024 * KiB
+    require_positive("l2_bytes", l2_bytes)
+    return max(1, (l2_bytes // 2) // ((5 + int(residual)) * d * elem_bytes))
+
+
+def _blocked(x2, w, eps, r2, block_rows, b: NormBuffers | None):
+    n, d = x2.shape
+    if b is None:   # fresh outputs, scratch for one block
+        out = torch.empty_like(x2)
+        h_out = torch.empty_like(x2) if r2 is not None else None
+        sq, y, ms = (torch.empty(block_rows, d, dtype=x2.dtype, device=x2.device),
+                     torch.empty(block_rows, d, dtype=x2.dtype, device=x2.device),
+                     torch.empty(block_rows, 1, dtype=x2.dtype, device=x2.device))
+    else:           # the buffers' first rows serve as the block's scratch
+        out, h_out, sq, y, ms = b.out, b.h, b.sq, b.y, b.ms
+    for i in range(0, n, block_rows):
+        j = min(n, i + block_rows)
+        k = j - i
+        # the unfused chain's kernels, on block_rows·D elements each: they stay in L2 until the
+        # block is done, so main memory sees x (and r) read once, out (and h) written once
+        hb = x2[i:j] if r2 is None else torch.add(x2[i:j], r2[i:j], out=h_out[i:j])
+        torch.mul(hb, hb, out=sq[:k])
+        torch.mean(sq[:k], -1, keepdim=True, out=ms[:k])
+        torch.add(ms[:k], eps, out=ms[:k])
+        torch.rsqrt(ms[:k], out=ms[:k])
+        torch.mul(hb, ms[:k], out=y[:k])
+        torch.mul(y[:k], w, out=out[i:j])
     return out, h_out
 
 
 _COMPILED = {}
 
 
+def _norm_into(x, w, eps, residual, out, h):
+    res = norm_unfused(x, w, eps, residual)
+    if residual is not None:
+        out.copy_(res[0])
+        h.copy_(res[1])
+    else:
+        out.copy_(res)
+
+
 def norm_fused(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, residual: torch.Tensor | None = None,
-               block_rows: int | None = None, backend: str = "auto"):
+               block_rows: int | None = None, backend: str = "auto", buffers: NormBuffers | None = None):
     """The same result as :func:`norm_unfused` with intermediates kept in cache.
 
-    ``backend="blocked"``: rows are processed ``block_rows`` at a time (default: a block of
-    ``≈256 KiB`` per intermediate, so the block's few intermediates fit a 1 MiB L2); main memory
-    sees x (and the residual) read once and ``out`` (and ``h``) written once.
+    ``backend="blocked"``: the unfused chain's kernels run on ``block_rows`` rows at a time
+    (default :func:`fused_block_rows`: a block's live tensors fill half the L2 the OS reports);
+    main memory sees x (and the residual) read once and ``out`` (and ``h``) written once.  It is
+    still a Python loop of PyTorch calls, seven per block: their fixed cost (about a microsecond
+    each on CPU) is what it pays for its smaller traffic.
     ``backend="compile"``: ``torch.compile`` of :func:`norm_unfused` (Inductor emits one fused
     kernel).  ``"auto"``: compile on CUDA, blocked on CPU (compiling on a 2-core CPU takes longer
     than the lesson).
+    ``buffers`` (:func:`norm_buffers`): write ``out`` and ``h`` into them (and, blocked, use their
+    first rows as the block's scratch) instead of allocating; the results are views of them.
 
     Raises:
-        ValueError: mismatched shapes, bad ``block_rows`` or ``backend``.
+        ValueError: mismatched shapes, bad ``block_rows``, ``backend`` or ``buffers``.
     """
     _check(x, w, residual)
     if backend not in ("auto", "blocked", "compile"):
         raise ValueError(f"backend={backend!r} is not allowed; allowed: 'auto', 'blocked', 'compile'")
     if backend == "auto":
         backend = "compile" if x.is_cuda else "blocked"
-    if backend == "compile":
-        key = residual is not None
-        if key not in _COMPILED:
-            _COMPILED[key] = torch.compile(norm_unfused, dynamic=False)
-        return _COMPILED[key](x, w, eps, residual)
     D = x.shape[-1]
-    if block_rows is None:
-        block_rows = max(1, (256 * 1024) // (D * x.element_size()))
-    require_positive("block_rows", block_rows)
     x2 = x.reshape(-1, D)
+    if buffers is not None:
+        _check_buffers(buffers, x2, residual)
+    if backend == "compile":
+        key = (residual is not None, buffers is not None)
+        if key not in _COMPILED:
+            _COMPILED[key] = torch.compile(_norm_into if buffers is not None else norm_unfused, dynamic=False)
+        if buffers is None:
+            return _COMPILED[key](x, w, eps, residual)
+        _COMPILED[key](x, w, eps, residual, buffers.out.view_as(x),
+                       buffers.h.view_as(x) if residual is not None else None)
+        out = buffers.out.view_as(x)
+        return (out, buffers.h.view_as(x)) if residual is not None else out
+    if block_rows is None:
+        block_rows = fused_block_rows(D, x.element_size(), residual is not None)
+    require_positive("block_rows", block_rows)
+    if buffers is not None:
+        block_rows = min(block_rows, x2.shape[0])
     r2 = residual.reshape(-1, D) if residual is not None else None
-    out, h = _blocked(x2, w, eps, r2, block_rows)
+    out, h = _blocked(x2, w, eps, r2, block_rows, buffers)
     return (out.view_as(x), h.view_as(x)) if residual is not None else out.view_as(x)
 
 
@@ -156,41 +288,107 @@ def fusion_bytes(n_rows: int, d: int, elem_bytes: int = 4, residual: bool = Fals
             "kernels_unfused": 6 + int(residual), "kernels_fused": 1}
 
 
-def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, dtype=torch.float32,
-                     device=None, repeat: int = 5, seed: int = 0, threads: int | None = None) -> dict:
-    """Time unfused vs fused (residual add +) RMSNorm on ``[n_rows, d]`` and check they agree.
+def _minor_faults() -> int | None:
+    try:
+        import resource
+    except ImportError:     # not Unix
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
-    Returns ``{"t_unfused", "t_fused" (s, median), "bytes_unfused", "bytes_fused" (counted from
-    tensor sizes, equal to :func:`fusion_bytes`), "gbps_unfused", "gbps_fused" (bytes / time,
-    B/s), "max_abs_diff"}``.  ``threads`` sets torch's CPU thread count for the timing (restored
-    afterwards); ``threads=1`` compares the two on one core, which keeps a busy shared machine's
-    thread scheduling out of the comparison.
+
+#: The four timed paths of :func:`fusion_benchmark`: (key, fused?, preallocated?).
+_PATHS = (("unfused", False, False), ("unfused_prealloc", False, True),
+          ("fused", True, False), ("fused_prealloc", True, True))
+
+
+def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, dtype=torch.float32,
+                     device=None, repeat: int = 5, seed: int = 0, threads: int | None = None,
+                     block_rows: int | None = None) -> dict:
+    """Time unfused vs fused (residual add +) RMSNorm on ``[n_rows, d]``, each with fresh and with
+    preallocated outputs, and check that they agree.
+
+    The four paths run interleaved — one call of each per round, the order rotating from round to
+    round, ``repeat`` rounds after one warm-up round — so that a neighbour's burst on a shared
+    machine falls on all of them alike; each time is the median over the rounds, and each speed-up
+    the median of the per-round ratios.
+
+    Returns:
+        ``{"t_unfused", "t_fused"`` (s, median; fresh outputs, as a caller without buffers gets),
+        ``"t_unfused_prealloc", "t_fused_prealloc"`` (s, median; writing into :func:`norm_buffers`),
+        ``"speedup", "speedup_prealloc"`` (median per-round ratio unfused / fused),
+        ``"faults_unfused", "faults_fused", "faults_unfused_prealloc", "faults_fused_prealloc"``
+        (minor page faults per call, ``resource.getrusage``; ``None`` where not reported),
+        ``"bytes_unfused", "bytes_fused"`` (counted from tensor sizes, equal to
+        :func:`fusion_bytes`), ``"gbps_unfused", "gbps_fused"`` (bytes / median time, fresh
+        outputs, B/s), ``"block_rows"``, ``"max_abs_diff"}`` (fused vs unfused output).
+        ``threads`` sets torch's CPU thread count for the timing (restored afterwards);
+        ``threads=1`` compares the two on one core, which keeps a busy shared machine's thread
+        scheduling out of the comparison.
 
     Raises:
-        ValueError: non-positive sizes.
+        ValueError: non-positive sizes, ``repeat`` or ``threads``.
     """
     require_positive("n_rows", n_rows)
     require_positive("d", d)
+    require_positive("repeat", repeat)
+    if threads is not None:
+        require_positive("threads", threads)
     dev = torch.device(device) if device is not None else torch.device("cpu")
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n_rows, d, generator=g).to(dev, dtype)
     r = torch.randn(n_rows, d, generator=g).to(dev, dtype) if residual else None
     w = torch.randn(d, generator=g).to(dev, dtype)
+    if block_rows is None:
+        block_rows = fused_block_rows(d, x.element_size(), residual)
     rec: list = []
-    ref = norm_unfused(x, w, 1e-6, r, record=rec)
-    got = norm_fused(x, w, 1e-6, r)
-    ref0, got0 = (ref[0], got[0]) if residual else (ref, got)
-    b_unf = sum(s["bytes_read"] + s["bytes_written"] for s in rec)
-    b_fus = fusion_bytes(n_rows, d, x.element_size(), residual)["fused"]
+    bufs = norm_buffers(n_rows, d, residual, dtype, dev)
+    calls = {
+        "unfused": lambda: norm_unfused(x, w, 1e-6, r),
+        "unfused_prealloc": lambda: norm_unfused(x, w, 1e-6, r, buffers=bufs),
+        "fused": lambda: norm_fused(x, w, 1e-6, r, block_rows=block_rows),
+        "fused_prealloc": lambda: norm_fused(x, w, 1e-6, r, block_rows=block_rows, buffers=bufs),
+    }
+    warm = {"unfused": lambda: norm_unfused(x, w, 1e-6, r, record=rec)}   # counts the bytes once
+    times: dict[str, list[float]] = {k: [] for k, _, _ in _PATHS}
+    faults: dict[str, int | None] = {k: 0 for k, _, _ in _PATHS}
     old = torch.get_num_threads()
     if threads is not None:
-        require_positive("threads", threads)
         torch.set_num_threads(threads)
     try:
-        t_unf = time_fn(lambda: norm_unfused(x, w, 1e-6, r), repeat=repeat, dev=dev)
-        t_fus = time_fn(lambda: norm_fused(x, w, 1e-6, r), repeat=repeat, dev=dev)
+        for rnd in range(repeat + 1):                  # round 0 is the warm-up
+            keys = [k for k, _, _ in _PATHS]
+            keys = keys[rnd % 4:] + keys[:rnd % 4]      # rotate: no path always runs first
+            results = {}
+            for k in keys:
+                f0 = _minor_faults()
+                synchronize(dev)
+                t0 = time.perf_counter()
+                res = (warm.get(k, calls[k]) if rnd == 0 else calls[k])()
+                synchronize(dev)
+                dt = time.perf_counter() - t0
+                f1 = _minor_faults()
+                if rnd:
+                    times[k].append(dt)
+                    faults[k] = None if f0 is None or faults[k] is None else faults[k] + (f1 - f0)
+                elif k in ("unfused", "fused"):
+                    results[k] = res[0] if residual else res
+                del res
+            if rnd == 0:   # the warm-up round's outputs: fused must equal unfused
+                max_abs_diff = float((results["unfused"] - results["fused"]).abs().max())
+                del results
     finally:
         torch.set_num_threads(old)
-    return {"t_unfused": t_unf, "t_fused": t_fus, "bytes_unfused": b_unf, "bytes_fused": b_fus,
-            "gbps_unfused": b_unf / t_unf, "gbps_fused": b_fus / t_fus,
-            "max_abs_diff": float((ref0 - got0).abs().max())}
+    b_unf = sum(s["bytes_read"] + s["bytes_written"] for s in rec)
+    b_fus = fusion_bytes(n_rows, d, x.element_size(), residual)["fused"]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    out = {"t_unfused": med["unfused"], "t_fused": med["fused"],
+           "t_unfused_prealloc": med["unfused_prealloc"], "t_fused_prealloc": med["fused_prealloc"],
+           "speedup": statistics.median(a / b for a, b in zip(times["unfused"], times["fused"])),
+           "speedup_prealloc": statistics.median(a / b for a, b in zip(times["unfused_prealloc"],
+                                                                          times["fused_prealloc"])),
+           "bytes_unfused": b_unf, "bytes_fused": b_fus,
+           "gbps_unfused": b_unf / med["unfused"], "gbps_fused": b_fus / med["fused"],
+           "block_rows": block_rows, "max_abs_diff": max_abs_diff}
+    for k, _, _ in _PATHS:
+        out[f"faults_{k}"] = None if faults[k] is None else faults[k] / repeat
+    return out

@@ -59,6 +59,16 @@ def test_batch_calculator_is_the_same_bound():
         assert r["step ≥ (ms)"] == ldf.decode_step_lower_bound("Mixtral-8x7B", "H100-SXM", b, 1024) * 1e3
 
 
+def test_kv_read_over_steps_closed_form():
+    # the ledger's decode KV read equals the sum of chapter 06's formula over the steps,
+    # for full layers, sliding windows (Gemma-2, a tiny window) and MLA
+    for cfg in (ldf.model_config("Llama-2-7B"), ldf.model_config("Gemma-2-9B"), ldf.model_config("DeepSeek-V3"),
+                ldf.model_config("tiny-llama").replace(sliding_window=5)):
+        for P, n in ((0, 1), (3, 10), (512, 127), (4090, 20)):
+            expect = 2 * sum(ldf.kv_cache_bytes(cfg, P + i - 1, 1, "fp8") for i in range(1, n + 1))
+            assert ldf.kv_read_over_steps(cfg, P, n, 2, "fp8") == expect
+
+
 # --- precision plans -----------------------------------------------------------------------------
 def test_kv_cache_does_not_follow_the_weights():
     cfg = ldf.model_config("Llama-3-8B")

@@ -33,7 +33,7 @@ __all__ = [
     # formats and plans
     "QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS",
     # bytes
-    "weight_bytes", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes", "activation_bytes",
+    "weight_bytes", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes", "kv_read_over_steps", "activation_bytes",
     "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
     # FLOPs and step totals
     "matmul_params", "attention_flops_per_token", "decode_step_flops", "decode_step_bytes",
@@ -457,6 +457,34 @@ def _kv_seq(cfg: ModelConfig, seq_len: int, kvd: str) -> int:
 def _kv_token(cfg: ModelConfig, kvd: str) -> int:
     from .kv import kv_bytes_per_token
     return int(kv_bytes_per_token(cfg, kvd))
+
+
+def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dtype="bf16") -> int:
+    """KV bytes read by ``steps`` decode steps that start at ``context_len`` cached tokens (B):
+    ``Σ_{i=1..steps} kv_bytes(cfg, context_len + i − 1, batch)``, in closed form per layer
+    (a full layer holds ``n`` tokens, a sliding one ``min(n, W)``), so long generations cost no
+    loop over steps.
+
+    Raises:
+        ValueError: negative ``context_len`` or ``steps``, ``batch`` < 1, unknown dtype.
+    """
+    from .kv import KV_DTYPES, kv_layer_bytes_per_token
+    cfg = _model(cfg)
+    require_nonnegative("context_len", context_len)
+    require_nonnegative("steps", steps)
+    require_positive("batch", batch)
+    kvd = kv_dtype.kv_dtype if isinstance(kv_dtype, PrecisionPlan) else check_dtype(kv_dtype, KV_DTYPES, "kv_dtype")
+    P, n = context_len, steps
+    full = n * P + n * (n - 1) // 2                      # Σ_{i=1..n} (P + i − 1)
+    total = 0
+    for i in range(cfg.n_layers):
+        held = full
+        if cfg.layer_type(i) == "sliding_attention":
+            W = cfg.sliding_window
+            below = max(0, min(n, W - P))                 # steps whose context is still < W
+            held = below * P + below * (below - 1) // 2 + (n - below) * W
+        total += held * kv_layer_bytes_per_token(cfg, i, kvd)
+    return batch * total
 
 
 def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows: int | None = None) -> int:

@@ -74,7 +74,7 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     Raises:
         ValueError: ``prompt_len``/``output_len``/``batch`` < 1, unknown dtypes.
     """
-    from .accounting import _as_plan, _kv_seq, _kv_token, kv_bytes
+    from .accounting import _as_plan, _kv_token, kv_bytes, kv_read_over_steps
 
     require_positive("prompt_len", prompt_len)
     require_positive("output_len", output_len)
@@ -90,7 +90,7 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     kv_tok = _kv_token(cfg, kvd)
     L, D, V, B, P = cfg.n_layers, cfg.d_model, cfg.vocab_size, batch, prompt_len
     steps = output_len - 1
-    kv_read_decode = B * sum(_kv_seq(cfg, P + i - 1, kvd) for i in range(1, steps + 1))
+    kv_read_decode = kv_read_over_steps(cfg, P, steps, B, kvd)
     rows = [
         LedgerRow("load", "host→device", "weights: storage → host DRAM → HBM", wb, 1),
         LedgerRow("prefill", "host→device", "prompt token IDs", B * P * idb, 1),

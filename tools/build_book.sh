@@ -7,7 +7,9 @@
 #    (require.js, @jupyter-widgets/html-manager, MathJax 3, Vega, Vega-Lite, vega-embed) and the
 #    files the pages need are copied to web/dist/_vendor/.  book/_ext/ldf_book.py finds them,
 #    adds web/dist to html_extra_path (copied to the site root as _vendor/, NOT under _static/,
-#    whose js/css Jupyter Book injects into every page) and points myst-nb and MathJax at them.
+#    whose js/css Jupyter Book injects into every page) and points myst-nb at them.  MathJax is
+#    not copied: book/_ext/ldf_math.py runs it under Node.js (web/mathjax-render.js) while
+#    building and writes each formula into the page as SVG.
 # 2. Without npm (and without a previous web/dist/_vendor): the book still builds, with CDN URLs,
 #    and this script prints one warning line saying the pages will need the internet.
 # 3. jupyter-book build . --all -W --keep-going   (warnings fail the build).
@@ -32,8 +34,6 @@ if command -v npm >/dev/null 2>&1; then
   find "$NM/@jupyter-widgets/html-manager/dist" -maxdepth 1 -type f \
        \( -name 'embed-amd.js' -o -name '*.woff2' -o -name '*.woff' -o -name '*.ttf' -o -name '*.eot' -o -name '*.svg' \) \
        -exec cp {} "$DIST/html-manager/" \;
-  # MathJax 3 loads components (TeX extensions, menu, a11y) relative to its own script: copy es5/.
-  cp -r "$NM/mathjax/es5" "$DIST/mathjax"
   cp "$NM/vega/build/vega.min.js" "$DIST/vega/"
   cp "$NM/vega-lite/build/vega-lite.min.js" "$DIST/vega-lite/"
   cp "$NM/vega-embed/build/vega-embed.min.js" "$DIST/vega-embed/"
@@ -48,4 +48,6 @@ else
   export LDF_ASSETS_WARNED=1   # book/_ext/ldf_book.py then stays quiet: one warning line, not two.
 fi
 
+# A clean output folder: files of an earlier build (or an earlier layout of _vendor/) do not linger.
+rm -rf "$ROOT/_build/html"
 exec "$JB" build . --all -W --keep-going

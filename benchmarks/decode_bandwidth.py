@@ -23,13 +23,22 @@ per-token ratio includes the kernel difference as well as the loop's.
 The default preset ``bench-tinyllama`` (TinyLlama-1.1B's matrix shapes, 4 of its 22 layers,
 ~307 M parameters, ~1.2 GB in FP32) is far larger than a CPU's last-level cache, so every step
 streams its weights from DRAM.  ``bench-llama`` (~250 MB, the chapter's model) has matrices of
-1–34 MB, where the fixed cost of each of the ~30 calls per step shows.  The book's projections
-(:func:`llm_dataflow.linear`) split each FP32 matrix-vector product over the CPU cores.
+1–34 MB, where the fixed cost of each of the ~30 calls per step shows.
+
+The book's projections (:func:`llm_dataflow.linear`) choose their kernel per shape by timing the
+candidates (``F.linear``, the rows split over the threads, ``F.linear`` on one thread) on their
+first calls; the benchmark prints the CPU model and the kernel chosen for each projection shape
+(``LDF_LINEAR=F.linear`` or another kernel name forces one).  ``--compare-kernels`` also measures
+every candidate on every projection shape beside STREAM triad at the same moments
+(:func:`llm_dataflow.gemv_bandwidths`); ``--busy-core`` keeps one core busy with a spinning
+Python process for the whole run, as a browser or a notebook would.
 """
 from __future__ import annotations
 
 import argparse
+import platform
 import statistics
+import subprocess
 import sys
 
 import torch
@@ -50,15 +59,82 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (default: torch's choice); the STREAM peak is measured "
                          "with the same count")
+    ap.add_argument("--compare-kernels", action="store_true",
+                    help="also measure every ldf.linear candidate on each projection shape beside STREAM triad")
+    ap.add_argument("--busy-core", action="store_true",
+                    help="keep one core busy with a spinning Python process during the whole run")
     args = ap.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(ldf.require_positive("threads", args.threads))
+    spinner = None
+    if args.busy_core:
+        spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        return _run(args)
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
 
+
+def cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def projection_names(model) -> dict:
+    """``{(N, K): "q_proj, o_proj"}``: the decoder's projections of each weight shape."""
+    names: dict = {}
+    for name, mod in model.named_modules():
+        if isinstance(mod, ldf.Linear):
+            short = name.rsplit(".", 1)[-1]
+            names.setdefault(tuple(mod.weight.shape), [])
+            if short not in names[tuple(mod.weight.shape)]:
+                names[tuple(mod.weight.shape)].append(short)
+    names.setdefault(tuple(model.output_weight.shape), ["lm_head (tied)"])
+    return {shape: ", ".join(v) for shape, v in names.items()}
+
+
+def print_choices(model, threads: int) -> None:
+    """The kernel ldf.linear chose for each of the model's batch-1 projection shapes."""
+    names = projection_names(model)
+    forced = ldf.model._forced_kernel()
+    if forced is not None:
+        print(f"ldf.linear kernel:    {forced} for every projection (forced by LDF_LINEAR)")
+        return
+    print(f"ldf.linear kernel per projection shape (time / F.linear's: median of "
+          f"{ldf.model.LINEAR_TUNE_ROUNDS} paired rounds):")
+    for c in ldf.linear_choice():
+        if c.rows == 1 and (c.n_rows, c.n_cols) in names and c.threads == threads:
+            print(f"  {names[(c.n_rows, c.n_cols)]:<20} {c.describe()}")
+    untimed = [n for shape, n in names.items()
+               if not any((c.n_rows, c.n_cols) == shape and c.rows == 1 for c in ldf.linear_choice())]
+    if untimed:
+        print(f"  {', '.join(untimed)}: F.linear (untimed: under {ldf.model.LINEAR_TUNE_MIN_BYTES:,} B or one thread)")
+
+
+def _run(args) -> int:
     ldf.seed_all(0)
     dev = ldf.device()
     cfg = ldf.model_config(args.preset)
-    print(ldf.describe_device(dev))
+    threads = torch.get_num_threads()
+    print(f"CPU model:            {cpu_model()}")
+    print(ldf.describe_device(dev) + (" + one core kept busy by a spinning process" if args.busy_core else ""))
     model = ldf.Decoder(cfg, dtype=_DTYPES[args.dtype], device=dev)
+
+    if args.compare_kernels:
+        print("GEMV [1 x K] @ W [N x K]^T streamed from DRAM, each candidate beside STREAM triad at the same "
+              "moments (GB/s, best of 3 interleaved rounds):")
+        for (N, K), name in projection_names(model).items():
+            bw = ldf.gemv_bandwidths(ldf.linear_candidates(), N, K, total_bytes=512 * ldf.MiB)
+            print(f"  {name:<22} W [{N} x {K}]: " + "  ".join(f"{k} {v / ldf.GB:.1f}" for k, v in bw.items()))
 
     # a STREAM copy + triad pass right before every decode step: peak and step see the same load
     r = ldf.decode_bandwidth(model, cfg, prompt_len=args.prompt_len, n_new=args.n_new, repeat=args.repeat)
@@ -76,6 +152,7 @@ def main(argv=None) -> int:
           f"target >= 60%: {'met' if r.fraction >= 0.6 else 'NOT met'})")
     print(f"stricter fraction:    {r.fraction_of_high:.0%}  (achieved / {r.high_peak_bandwidth / ldf.GB:.1f} GB/s, "
           "the 90th percentile of single STREAM passes)")
+    print_choices(model, threads)
 
     if args.no_hf:
         return 0
@@ -95,7 +172,10 @@ def main(argv=None) -> int:
     print(f"transformers generate: {statistics.median(hf_s) * 1e3:.2f} ms per token (same tokens: {same})")
     print(f"per-token time ratio transformers / book: {ratio:.2f}x  (median over {args.repeat} rounds; "
           f"target >= 1: {'met' if ratio >= 1 else 'NOT met'})")
+    if any(c.tunings > 1 for c in ldf.linear_choice()):
+        print_choices(model, threads)   # a kernel was re-timed during the run: the final choices
     return 0
+
 
 
 if __name__ == "__main__":

@@ -351,25 +351,29 @@ def test_bf16_decoder_runs_and_tracks_fp32():
     torch.testing.assert_close(m16(ids).float(), m32(ids), atol=5e-2, rtol=5e-2)
 
 
-# --- the decode projection: weight rows split over the CPU threads ------------------------------
+# --- the decode projection: every candidate kernel equals F.linear -----------------------------
+# (the choice between them: tests/test_linear_autotune.py)
+@pytest.mark.parametrize("kernel", ldf.LINEAR_KERNELS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("M", [1, 3, 16, 17])          # 17 rows: past SPLIT_MAX_ROWS, plain F.linear
 @pytest.mark.parametrize("N", [1, 2, 37, 256])          # N < P and N % P != 0 included
-def test_linear_matches_f_linear(threads, M, N):
+def test_linear_matches_f_linear(kernel, threads, M, N):
     g = torch.Generator().manual_seed(N * 100 + M)
     x = torch.randn(1, M, 40, generator=g)
     w = torch.randn(N, 40, generator=g)
     b = torch.randn(N, generator=g)
-    with ldf.torch_threads(threads):
+    with ldf.torch_threads(threads), ldf.linear_kernel(kernel):
         torch.testing.assert_close(ldf.linear(x, w, b), F.linear(x, w, b))
         torch.testing.assert_close(ldf.linear(x[0], w), F.linear(x[0], w))
+        assert torch.get_num_threads() == threads   # "one-thread" restores the count
 
 
-def test_linear_falls_back_where_the_split_does_not_apply():
+@pytest.mark.parametrize("kernel", ldf.LINEAR_KERNELS)
+def test_linear_falls_back_where_the_kernels_do_not_apply(kernel):
     g = torch.Generator().manual_seed(5)
     x = torch.randn(2, 1, 24, generator=g)
     w = torch.randn(30, 24, generator=g)
-    with ldf.torch_threads(2):
+    with ldf.torch_threads(2), ldf.linear_kernel(kernel):
         # BF16 (oneDNN already spreads it) and a non-contiguous weight take F.linear
         torch.testing.assert_close(ldf.linear(x.bfloat16(), w.bfloat16()), F.linear(x.bfloat16(), w.bfloat16()))
         wt = torch.randn(24, 30, generator=g).t()
@@ -381,15 +385,19 @@ def test_linear_falls_back_where_the_split_does_not_apply():
             ldf.linear(x, torch.randn(30, 25))
 
 
-def test_decoder_projections_use_the_split_linear():
+@pytest.mark.parametrize("kernel", ldf.LINEAR_KERNELS)
+def test_decoder_projections_use_ldf_linear(kernel):
     torch.manual_seed(0)
     m = ldf.Decoder(ldf.model_config("tiny-llama"))
     at, mlp = m.model.layers[0].self_attn, m.model.layers[0].mlp
     assert all(type(lin) is ldf.Linear for lin in (at.q_proj, at.k_proj, at.v_proj, at.o_proj,
                                                     mlp.gate_proj, mlp.up_proj, mlp.down_proj, m.lm_head))
     ids = torch.randint(0, 256, (1, 5))
-    with ldf.torch_threads(2):
-        split = m(ids)
-    with ldf.torch_threads(1):
+    with ldf.torch_threads(2), ldf.linear_kernel(kernel):
+        ours = m(ids)
+        step = m.generate(ids, 4)
+    with ldf.torch_threads(1), ldf.linear_kernel("F.linear"):
         plain = m(ids)
-    torch.testing.assert_close(split, plain)
+        plain_step = m.generate(ids, 4)
+    torch.testing.assert_close(ours, plain)
+    assert torch.equal(step, plain_step)

@@ -17,6 +17,7 @@ import torch
 from .accounting import decode_step_bytes, weight_bytes
 from .config import ModelConfig
 from .measure import _StreamKernel, _sync, _TORCH_DTYPES, best_time
+from .model import LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, linear_choice
 from .units import MiB, require_nonnegative, require_positive
 
 __all__ = ["DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_peer_model",
@@ -170,7 +171,9 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
     """Run :func:`greedy_decode` at batch 1 and report the bandwidth it achieves.
 
     The prompt is ``prompt_len`` seeded random ids; ``n_new`` tokens are generated in each of
-    ``repeat`` rounds after one warm-up.  Unless ``peak_bandwidth`` (B/s) is given, the peak is
+    ``repeat`` rounds after a warm-up, which runs until :func:`llm_dataflow.linear` has chosen
+    the kernel of every projection shape (:func:`~llm_dataflow.model.linear_choice`).  Unless
+    ``peak_bandwidth`` (B/s) is given, the peak is
     measured *paired*: right before every decode step one pass of STREAM copy and one of triad
     run (:func:`stream_bandwidth`'s kernels, arrays preallocated; 64 MiB each on a CPU,
     256 MiB on a GPU), and the faster of the two is that step's STREAM interval.  Decode and
@@ -211,6 +214,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
         kernels = [_StreamKernel(k, _PAIRED_STREAM_BYTES.get(dev.type, 64 * MiB), dev) for k in ("copy", "triad")]
         before = lambda: passes.append(_faster_pass(kernels))  # noqa: E731
     greedy_decode(model, ids, 2)  # warm-up: allocator, thread pool
+    _finish_linear_tuning(model, ids, n_new)
     rates, peaks, singles, run = [], [], [], None
     for _ in range(repeat):
         del passes[:]
@@ -228,6 +232,20 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
         peak = high = peak_bandwidth
     return DecodeBandwidth(weight_bytes(cfg, dtype), nbytes, steps_per_s, achieved, peak, high,
                            achieved / peak, achieved / high, run)
+
+
+def _finish_linear_tuning(model, ids: torch.Tensor, n_new: int) -> None:
+    """Run greedy decodes until :func:`llm_dataflow.linear` has chosen a kernel for every batch-1
+    projection shape of ``model`` (it times its candidates on their first calls; see
+    :func:`~llm_dataflow.model.linear_choice`), so that timed rounds time the chosen kernels.  At
+    most enough runs for a projection called once per step (the LM head) to finish."""
+    shapes = {tuple(p.shape) for p in model.parameters() if p.dim() == 2}
+    calls = LINEAR_TUNE_ROUNDS * len(LINEAR_KERNELS)
+    for _ in range(math.ceil(calls / (n_new - 1)) + 1):
+        if not any(c.kernel is None and c.rows == ids.shape[0] and (c.n_rows, c.n_cols) in shapes
+                   for c in linear_choice()):
+            return
+        greedy_decode(model, ids, n_new)
 
 
 def _faster_pass(kernels) -> tuple[int, float]:

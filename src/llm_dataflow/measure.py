@@ -11,7 +11,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -21,7 +21,7 @@ from .units import MiB, check_dtype, require_positive
 __all__ = ["device", "describe_device", "synchronize", "time_fn", "progress", "cpu_threads", "seed_all",
            "host_to_device_seconds", "torch_threads",
            # the measured roofline (chapter 05)
-           "MeasuredRoofline", "stream_bandwidth", "gemv_bandwidth", "matmul_flops", "cpu_supports_bf16",
+           "MeasuredRoofline", "stream_bandwidth", "gemv_bandwidth", "gemv_bandwidths", "matmul_flops", "cpu_supports_bf16",
            "measure_roofline", "best_time"]
 
 
@@ -363,18 +363,62 @@ def gemv_bandwidth(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], n_r
     as many seeded copies of W as fill ``total_bytes`` (default 256 MiB, 8× a 32 MiB L3) and
     calls ``fn`` on each in turn — every call streams its W from DRAM, as in a decode step.
     Returns ``copies × N × K × 4`` bytes ÷ the best of ``repeat`` sweeps (after one warm-up).
+    :func:`gemv_bandwidths` measures several kernels and STREAM triad at the same moments.
 
     Raises:
         ValueError: ``n_rows``, ``n_cols``, ``total_bytes`` or ``repeat`` < 1.
     """
+    return gemv_bandwidths({"fn": fn}, n_rows, n_cols, total_bytes=total_bytes, repeat=repeat, seed=seed,
+                           triad=False)["fn"]
+
+
+def gemv_bandwidths(fns: Mapping[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]], n_rows: int,
+                    n_cols: int, *, total_bytes: int = 256 * MiB, repeat: int = 3, seed: int = 0,
+                    triad: bool = True) -> dict[str, float]:
+    """:func:`gemv_bandwidth` of several kernels, and STREAM triad, measured at the same moments.
+
+    Each of ``repeat`` rounds (after one warm-up round) runs one sweep of every kernel in
+    ``fns`` over the same seeded copies of W ``[N, K]`` (``N = n_rows``, ``K = n_cols``, FP32,
+    ``total_bytes`` in all), then, with ``triad=True``, one STREAM triad pass on 64 MiB arrays:
+    on a shared machine, where the bandwidth other programs leave drifts within seconds, the
+    kernels are compared with each other and with the machine's bandwidth under the same load,
+    not each at its own moment.
+
+    Returns:
+        ``{name: B/s}`` for every name in ``fns`` (weight bytes ÷ the best sweep) and, with
+        ``triad=True``, ``"STREAM triad"`` (the best pass, McCalpin's count of 3 arrays).
+
+    Raises:
+        ValueError: ``fns`` empty or naming ``"STREAM triad"``; ``n_rows``, ``n_cols``,
+            ``total_bytes`` or ``repeat`` < 1.
+    """
     for name, v in (("n_rows", n_rows), ("n_cols", n_cols), ("total_bytes", total_bytes), ("repeat", repeat)):
         require_positive(name, v)
+    if not fns or "STREAM triad" in fns:
+        raise ValueError(f"fns={list(fns)} is not allowed; it must name at least one kernel, not 'STREAM triad'")
+    cpu = torch.device("cpu")
     g = torch.Generator().manual_seed(seed)
     copies = max(2, total_bytes // (n_rows * n_cols * 4))
     ws = [torch.randn(n_rows, n_cols, generator=g) for _ in range(copies)]
     x = torch.randn(1, n_cols, generator=g)
-    t = best_time(lambda: [fn(x, w) for w in ws], torch.device("cpu"), repeat)
-    return copies * n_rows * n_cols * 4 / t
+    nbytes = copies * n_rows * n_cols * 4
+    stream = _StreamKernel("triad", 64 * MiB, cpu) if triad else None
+    best = {name: 0.0 for name in fns}
+    best_triad = 0.0
+    for r in range(repeat + 1):               # round 0 warms up (allocator, thread pool, tuning)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for w in ws:
+                fn(x, w)
+            if r:
+                best[name] = max(best[name], nbytes / (time.perf_counter() - t0))
+        if stream is not None:
+            bw = stream()
+            if r:
+                best_triad = max(best_triad, bw)
+    if stream is not None:
+        best["STREAM triad"] = best_triad
+    return best
 
 
 def cpu_supports_bf16() -> bool:

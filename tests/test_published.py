@@ -134,3 +134,72 @@ def test_filter_and_table():
 def test_reference_parts_stay_out_of_the_calculator_tables():
     assert "H800-SXM" not in ldf.HARDWARE and ldf.hardware("H800-SXM").nvlink == "NVLink4-H800"
     assert "NVLink4-H800" not in ldf.LINKS and ldf.link("NVLink4-H800").bandwidth_per_direction == 160e9
+
+
+def test_appendix_numbers():
+    """The percentages the appendix (notebooks/09_model_vs_world.ipynb) states in its prose and the
+    numbers of its exercise solutions, so that none is typed unchecked."""
+    import dataclasses
+
+    e = {r.id: r.efficiency for r in ROWS}
+    pct = lambda i: round(100 * e[i])  # noqa: E731
+    assert [pct(i) for i in ("deepgemm-4096x7168x16384", "deepgemm-128x7168x16384", "deepgemm-64x7168x16384",
+                             "deepgemm-peak", "deepgemm-64x2112x7168", "gptfast-a100-empirical-peak-bw")] \
+        == [69, 77, 79, 78, 50, 83]
+    assert [pct(i) for i in ("gptfast-llama2-7b-bf16", "gptfast-llama31-8b-bf16", "gptfast-llama2-7b-int8",
+                             "gptfast-llama2-7b-int4")] == [68, 69, 51, 39]
+    assert [round(100 * e[i] / e["gptfast-a100-empirical-peak-bw"]) for i in
+            ("gptfast-llama2-7b-bf16", "gptfast-llama31-8b-bf16")] == [82, 83]
+    assert round(196.8 / 104.9, 1) == 1.9
+    by = {r.id: r for r in ROWS}
+    assert round(by["gptfast-llama2-7b-bf16"].predicted_bound / by["gptfast-llama2-7b-int4"].predicted_bound, 1) == 3.3
+    assert [pct(i) for i in ("gptfast-mixtral-int8-1gpu", "gptfast-mixtral-bf16-tp8")] == [62, 36]
+    assert [pct(i) for i in ("fa2-a100-forward", "fa2-h100-fwd-bwd", "fa3-h100-fp16", "fa3-h100-fp8",
+                             "fa2-gpt3-2.7b-8k-no-flash", "fa2-gpt3-2.7b-8k-flash2", "flashmla-decode-memory",
+                             "flashmla-decode-compute")] == [74, 34, 75, 61, 26, 72, 90, 67]
+    assert round(100 * 660e12 / 865e12) == 76
+    assert [pct(i) for i in ("nccl-allreduce-ring-h100x8", "nccl-ib-ndr-per-nic", "deepep-intranode-dispatch-ep8",
+                             "deepep-intranode-combine-ep8", "gptfast-llama2-70b-tp2", "gptfast-llama2-70b-tp8",
+                             "gptfast-llama2-7b-tp8")] == [82, 98, 96, 99, 72, 53, 27]
+    ll = [e[i] for i in e if i.startswith("deepep-ll-")]
+    assert round(100 * min(ll)) == 78 and round(100 * max(ll)) == 81
+    assert [pct(i) for i in ("trtllm-h200-llama70b-tp1-bs512-128-128", "trtllm-h200-llama70b-tp1-bs64-2048-128",
+                             "mlperf41-h100x8-llama2-70b-99.9", "mlperf41-h200x8-llama2-70b-99",
+                             "mlperf41-b200x1-llama2-70b-99", "deepseek-v3r1-decode-node",
+                             "gptfast-llama2-70b-int8-tp8", "gptfast-llama2-70b-int4-tp8")] \
+        == [42, 41, 21, 27, 17, 19, 34, 22]
+    assert round(100 * e["trtllm-h200-llama70b-tp2-bs512-128-2048"], 1) == 12.5
+    assert round(100 * e["deepseek-v3r1-prefill-node"], 1) == 14.5
+    assert by["deepseek-v3r1-decode-node"].binds == "memory"
+    # ranges stated in the planning section and the summary
+    ok = [r for r in ROWS if not r.known_gap]
+    serving = [r.efficiency for r in ok if r.chapter == "08" and not r.id.startswith("gptfast")]
+    assert (round(100 * min(serving)), round(100 * max(serving))) == (12, 42)
+    single = [r.efficiency for r in ok if r.chapter == "05" and r.kind == "time"]
+    assert (round(100 * min(single)), round(100 * max(single))) == (39, 69)
+    tp = [e[i] for i in ("gptfast-llama2-7b-tp8", "gptfast-llama2-70b-tp2", "gptfast-llama2-70b-tp8",
+                         "gptfast-llama31-70b-tp8")]
+    assert (round(100 * min(tp)), round(100 * max(tp))) == (27, 72)
+    tuned = [r.efficiency for r in ok if r.chapter in ("04", "06", "07") and not r.id.startswith("gptfast")
+             and r.id not in ("deepgemm-64x2112x7168", "fa2-h100-fwd-bwd", "fa2-gpt3-2.7b-8k-no-flash")]
+    assert (round(100 * min(tuned)), round(100 * max(tuned))) == (61, 99)
+    # exercise 1: INT4 bounds for group 32 and 128
+    b = {g: ldf.decode_step_lower_bound("Llama-2-7B", "A100-80GB-SXM", 1, 5,
+                                        ldf.QuantSpec("int4", group_size=g, scale_dtype="fp16", zero_point=True))
+         for g in (32, 128)}
+    assert (round(b[32] * 1e3, 2), round(b[128] * 1e3, 2)) == (1.97, 1.78)
+    assert round(100 * (b[32] / b[128] - 1)) == 10 and round(100 * b[128] * 196.8) == 35
+    # exercise 2: TensorRT-LLM step at context 128, batch 512
+    s16 = ldf.decode_step_bounds("Llama-2-70B", "H200", 512, 128, "fp8")
+    s8 = ldf.decode_step_bounds("Llama-2-70B", "H200", 512, 128, ldf.precision_plan("fp8", kv="fp8"))
+    assert s16.bound == s8.bound == "compute" and round(s16.compute_s * 1e3, 1) == 35.6
+    assert (round(s16.memory_s * 1e3, 1), round(s8.memory_s * 1e3, 1)) == (18.9, 16.7)
+    # exercise 3: largest algbw under the ring model (8 GPUs, NVLink 4, no latency)
+    lk = dataclasses.replace(ldf.link("NVLink4"), latency_s=0.0)
+    assert round(1e9 / ldf.collective_time("all_reduce", 1e9, 8, lk) / 1e9) == 257
+    assert round(100 * 275 / 450) == 61
+    # exercise 4: DeepGEMM 4096 x 2112 x 7168 at 1058 TFLOP/s
+    t, h = ldf.gemm_traffic(4096, 2112, 7168, 4096, 2112, 7168, "fp8"), ldf.hardware("H800-SXM")
+    assert (round(t.flops / 1e9, 1), round(t.compulsory_bytes / 1e6, 1)) == (124.0, 53.1)
+    c, m, meas = t.flops / h.flops("fp8"), t.compulsory_bytes / h.hbm_bandwidth, t.flops / 1058e12
+    assert (round(c * 1e6, 1), round(m * 1e6, 1), round(meas * 1e6, 1), round(100 * c / meas)) == (62.7, 15.9, 117.2, 53)

@@ -15,7 +15,9 @@ asks:
 * **FLOPs and step bytes** — :func:`decode_step_flops`, :func:`decode_step_bytes`,
   :func:`prefill_flops`, :func:`prefill_bytes`, which the roofline bounds
   (:mod:`llm_dataflow.roofline`) divide by a chip's peaks;
-* **fit** — :func:`check_parallel` (the one TP/PP/EP degree check) and :func:`memory_fit`
+* **formats** — :mod:`llm_dataflow.formats` (:class:`~llm_dataflow.formats.QuantSpec`,
+  :class:`~llm_dataflow.formats.PrecisionPlan`) names the dtypes these counts use;
+* **fit** — :mod:`llm_dataflow.fit`: the one TP/PP/EP degree check and the memory-fit verdict
   (weights + KV + activations + a stated runtime reserve against one GPU's capacity).
 
 Units: bytes (B), FLOPs; GB = 1e9 B.  Shapes use ``book/notation.md``'s letters.
@@ -24,270 +26,24 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 from .config import ModelConfig, model_config, tensor_specs
-from .units import GB, check_dtype, dtype_bits, dtype_bytes, require_nonnegative, require_positive
+from .formats import WEIGHT_FORMATS, PrecisionPlan, QuantSpec, _as_plan, precision_plan  # noqa: F401
+from .units import check_dtype, dtype_bits, dtype_bytes, require_nonnegative, require_positive
 
 __all__ = [
-    # formats and plans
-    "QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS",
     # bytes
-    "weight_bytes", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes", "kv_read_over_steps", "activation_bytes",
-    "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
+    "weight_bytes", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes",
+    "kv_read_over_steps", "activation_bytes", "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
     # FLOPs and step totals
     "matmul_params", "attention_flops_per_token", "decode_step_flops", "decode_step_bytes",
     "prefill_flops", "prefill_bytes", "MLA_FORMS",
-    # layout and fit
-    "check_parallel", "valid_tp_degrees", "MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION",
 ]
 
-_FLOAT_DTYPES = ("fp32", "fp16", "bf16")
 _EMBEDDING_MODES = ("rows", "table")
 #: MLA attention forms: ``"absorbed"`` (decode kernels that read only the latent, e.g. FlashMLA)
 #: and ``"naive"`` (K and V up-projected per head; prefill kernels).
 MLA_FORMS = ("absorbed", "naive")
-#: Share of a GPU's memory a serving engine leaves for its runtime by default: vLLM's
-#: ``gpu_memory_utilization`` defaults to 0.9 (vLLM docs, "Engine Arguments"), and the other
-#: 10 % holds the CUDA context, NCCL buffers, CUDA graphs and allocator slack.
-RUNTIME_RESERVE_FRACTION = 0.10
-
-
-# =============================================================================================
-# weight formats
-# =============================================================================================
-@dataclass(frozen=True)
-class QuantSpec:
-    """How linear weights are stored when quantised.
-
-    Attributes:
-        weight_dtype: ``"int8"``, ``"int4"``, ``"fp8"`` / ``"fp8_e4m3"`` / ``"fp8_e5m2"`` (8 bits)
-            or ``"fp4"`` (E2M1, 4 bits).
-        group_size: elements along the input dimension sharing one scale (``None`` = per output
-            channel: one scale per row).  Must divide each quantised tensor's ``in_features``.
-        block_shape: ``(rows, cols)`` 2-D blocks sharing one scale (FP8 block scaling as in
-            DeepSeek-V3's ``weight_block_size: [128, 128]``); partial edge blocks get a scale too.
-        scale_dtype: dtype of the group/block scales (``"fp32"``, ``"fp16"``, ``"bf16"``,
-            ``"fp8_e4m3"`` as NVFP4 uses, ``"e8m0"`` as the OCP MX formats use).
-        zero_point: asymmetric quantisation stores one zero point per group, packed in
-            ``weight_dtype`` bits (as GPTQ/AWQ pack INT4 zeros).
-        tensor_scale_dtype: a second-level scale, one per tensor (NVFP4: FP32), or ``None``.
-        keep: roles left in the plan's unquantised dtype (default: embeddings, lm_head, norms,
-            router, biases).
-
-    Bytes of a quantised ``[out, in]`` weight: ``ceil(out·in·bits/8) + n_groups·scale_bytes
-    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale)``.
-
-    Raises:
-        ValueError: unknown dtypes, non-positive group size, both group and block given.
-    """
-
-    weight_dtype: str
-    group_size: int | None = None
-    block_shape: tuple | None = None
-    scale_dtype: str = "fp16"
-    zero_point: bool = False
-    keep: tuple = ("embedding", "position_embedding", "lm_head", "norm", "router", "bias")
-    tensor_scale_dtype: str | None = None
-
-    def __post_init__(self):
-        check_dtype(self.weight_dtype, ("int8", "int4", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"), "weight_dtype")
-        check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16", "fp8_e4m3", "e8m0"), "scale_dtype")
-        if self.tensor_scale_dtype is not None:
-            check_dtype(self.tensor_scale_dtype, ("fp32", "fp16", "bf16"), "tensor_scale_dtype")
-        if self.group_size is not None:
-            require_positive("group_size", self.group_size)
-        if self.block_shape is not None:
-            if self.group_size is not None:
-                raise ValueError("give either group_size or block_shape, not both")
-            if len(self.block_shape) != 2:
-                raise ValueError(f"block_shape={self.block_shape!r} must be (rows, cols)")
-            for v in self.block_shape:
-                require_positive("block_shape", v)
-        if not isinstance(self.keep, tuple):
-            raise ValueError(f"keep={self.keep!r} must be a tuple of role names")
-
-    @classmethod
-    def int8_per_channel(cls, scale_dtype: str = "fp16") -> "QuantSpec":
-        """INT8 symmetric, one scale per output channel (LLM.int8-style weight storage)."""
-        return cls("int8", None, None, scale_dtype, False)
-
-    @classmethod
-    def int4_groupwise(cls, group_size: int = 128, scale_dtype: str = "fp16", zero_point: bool = True) -> "QuantSpec":
-        """INT4 asymmetric, one scale and one 4-bit zero point per ``group_size`` inputs (GPTQ/AWQ layout)."""
-        return cls("int4", group_size, None, scale_dtype, zero_point)
-
-    @classmethod
-    def fp8_block(cls, block: int = 128, scale_dtype: str = "fp32") -> "QuantSpec":
-        """FP8 (E4M3) with one FP32 scale per ``block × block`` tile (DeepSeek-V3 checkpoint layout)."""
-        return cls("fp8_e4m3", None, (block, block), scale_dtype, False)
-
-    @classmethod
-    def nvfp4(cls) -> "QuantSpec":
-        """NVFP4: E2M1 values, one FP8 E4M3 scale per 16 consecutive elements and one FP32 scale
-        per tensor — 4.5 bits per element plus 4 B per tensor.  Source: NVIDIA Technical Blog,
-        "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference" (2025)."""
-        return cls("fp4", 16, None, "fp8_e4m3", False, tensor_scale_dtype="fp32")
-
-    @classmethod
-    def mxfp4(cls) -> "QuantSpec":
-        """MXFP4: E2M1 values with one shared E8M0 (power-of-two) scale per block of 32 —
-        4.25 bits per element.  Source: OCP Microscaling Formats (MX) Specification v1.0 (2023),
-        §5 (block size 32, E8M0 scale) and §5.3.3 (FP4 E2M1 elements)."""
-        return cls("fp4", 32, None, "e8m0", False)
-
-    def n_groups(self, shape: tuple, in_features: int) -> int:
-        """Number of scales for a weight of ``shape`` whose input dimension is ``in_features``.
-
-        Raises:
-            ValueError: ``group_size`` does not divide ``in_features``.
-        """
-        numel = math.prod(shape)
-        n_out = numel // in_features
-        if self.block_shape is not None:
-            br, bc = self.block_shape
-            return math.ceil(n_out / br) * math.ceil(in_features / bc)
-        g = self.group_size or in_features
-        if in_features % g:
-            raise ValueError(f"group_size={g} does not divide in_features={in_features}; choose a divisor")
-        return n_out * (in_features // g)
-
-    def tensor_bytes(self, shape: tuple, in_features: int) -> int:
-        """Stored bytes of one quantised weight (values + scales + zero points + tensor scale)."""
-        bits = dtype_bits(self.weight_dtype)
-        groups = self.n_groups(shape, in_features)
-        nbytes = math.ceil(math.prod(shape) * bits / 8) + groups * dtype_bits(self.scale_dtype) // 8
-        if self.zero_point:
-            nbytes += math.ceil(groups * bits / 8)
-        if self.tensor_scale_dtype is not None:
-            nbytes += dtype_bits(self.tensor_scale_dtype) // 8
-        return nbytes
-
-    @property
-    def is_float(self) -> bool:
-        """True for FP8 and FP4 formats (tensor cores multiply them directly)."""
-        return self.weight_dtype.startswith("fp")
-
-
-#: Weight formats by name (``plan --weights NAME``, the calculators): ``None`` = unquantised.
-#: ``int4`` is symmetric group-128 with FP16 scales (the format ``QuantSpec("int4", group_size=128)``
-#: describes); ``int4-zp`` adds GPTQ/AWQ's 4-bit zero points.
-WEIGHT_FORMATS: dict = {
-    "fp32": None, "bf16": None, "fp16": None,
-    "int8": QuantSpec.int8_per_channel(),
-    "int4": QuantSpec("int4", group_size=128),
-    "int4-zp": QuantSpec.int4_groupwise(128),
-    "fp8": QuantSpec.fp8_block(128),
-    "nvfp4": QuantSpec.nvfp4(),
-    "fp4": QuantSpec.nvfp4(),
-    "mxfp4": QuantSpec.mxfp4(),
-}
-
-
-@dataclass(frozen=True)
-class PrecisionPlan:
-    """The dtypes of one deployment.
-
-    Attributes:
-        weights: dtype of every unquantised weight (``"fp32"``, ``"fp16"``, ``"bf16"``); with
-            ``quant``, the dtype of the roles ``quant.keep`` leaves unquantised.
-        quant: the linear weights' :class:`QuantSpec`, or ``None``.
-        kv: KV-cache dtype; default the activation dtype (BF16 for quantised weights — weight-only
-            quantisation leaves the cache alone).
-        activations: activation dtype; default ``weights``.
-        compute: dtype of the matmul arithmetic (whose peak FLOP/s bounds compute); default
-            :meth:`compute_dtype`.
-        name: a label (the format name it was built from).
-
-    Raises:
-        ValueError: unknown dtypes.
-    """
-
-    weights: str = "bf16"
-    quant: QuantSpec | None = None
-    kv: str | None = None
-    activations: str | None = None
-    compute: str | None = None
-    name: str = ""
-
-    def __post_init__(self):
-        check_dtype(self.weights, _FLOAT_DTYPES, "weights")
-        if self.quant is not None and not isinstance(self.quant, QuantSpec):
-            raise ValueError(f"quant={self.quant!r} is not allowed; give a QuantSpec or None")
-        if self.activations is not None:
-            check_dtype(self.activations, _FLOAT_DTYPES, "activations")
-        if self.kv is not None:
-            from .kv import KV_DTYPES
-            check_dtype(self.kv, KV_DTYPES, "kv")
-        if self.compute is not None:
-            check_dtype(self.compute, field="compute")
-
-    @property
-    def activation_dtype(self) -> str:
-        """Activation dtype in effect."""
-        return self.activations or self.weights
-
-    @property
-    def kv_dtype(self) -> str:
-        """KV-cache dtype in effect."""
-        return self.kv or self.activation_dtype
-
-    def compute_dtype(self, hw=None) -> str:
-        """The dtype whose peak FLOP/s bounds the matmuls on ``hw``.
-
-        ``compute`` when given; else, for FP8/FP4 weights on a chip with a peak for that format,
-        the format itself (activations quantised on the fly, as FP8 W8A8 and NVFP4 W4A4 kernels
-        do); else the activation dtype (weight-only INT8/INT4 kernels dequantise to BF16 before
-        the tensor-core multiply).
-        """
-        if self.compute:
-            return self.compute
-        if self.quant is not None and self.quant.is_float and hw is not None:
-            fmt = "fp8" if self.quant.weight_dtype.startswith("fp8") else "fp4"
-            try:
-                hw.flops(fmt)
-                return fmt
-            except ValueError:
-                pass
-        return self.activation_dtype
-
-    @property
-    def label(self) -> str:
-        """Short name: the format name, or the weight dtype."""
-        return self.name or (self.weights if self.quant is None else f"{self.quant.weight_dtype} weights")
-
-
-def precision_plan(weights="bf16", *, kv: str | None = None, activations: str | None = None,
-                   compute: str | None = None) -> PrecisionPlan:
-    """A :class:`PrecisionPlan` from a weight-format name (:data:`WEIGHT_FORMATS`), a
-    :class:`QuantSpec` (unquantised roles in BF16) or a plan (returned with the overrides applied).
-
-    Raises:
-        ValueError: unknown format name or dtype.
-    """
-    if isinstance(weights, PrecisionPlan):
-        p = weights
-        return PrecisionPlan(p.weights, p.quant, kv or p.kv, activations or p.activations,
-                             compute or p.compute, p.name)
-    if isinstance(weights, QuantSpec):
-        return PrecisionPlan("bf16", weights, kv, activations, compute)
-    if not isinstance(weights, str) or weights not in WEIGHT_FORMATS:
-        raise ValueError(f"weights (dtype)={weights!r} is not a weight format; allowed: "
-                         f"{', '.join(WEIGHT_FORMATS)}, a QuantSpec or a PrecisionPlan")
-    q = WEIGHT_FORMATS[weights]
-    return PrecisionPlan(weights if q is None else "bf16", q, kv, activations, compute, weights)
-
-
-@functools.lru_cache(maxsize=256)
-def _plan(dtype) -> PrecisionPlan:
-    return precision_plan(dtype)
-
-
-def _as_plan(dtype, kv_dtype=None, compute_dtype=None) -> PrecisionPlan:
-    p = dtype if isinstance(dtype, PrecisionPlan) else _plan(dtype)
-    if kv_dtype is not None or compute_dtype is not None:
-        p = precision_plan(p, kv=kv_dtype, compute=compute_dtype)
-    return p
 
 
 def _cfg(cfg):
@@ -534,6 +290,7 @@ def tp_bytes_per_token_per_layer(cfg, n_ranks: int, dtype="bf16") -> dict:
     """
     from .collectives import collective_bytes_per_rank
 
+    from .fit import check_parallel
     cfg = _model(cfg)
     check_parallel(cfg, tp=n_ranks)
     handed = 2 * cfg.d_model * dtype_bytes(_as_plan(dtype).activation_dtype)
@@ -551,6 +308,7 @@ def ep_bytes_per_token(cfg, n_ranks: int, dtype="bf16") -> dict:
     Raises:
         ValueError: dense config, a degree :func:`check_parallel` rejects, unknown dtype.
     """
+    from .fit import check_parallel
     cfg = _model(cfg)
     check_parallel(cfg, ep=n_ranks)
     one = cfg.n_experts_per_token * (n_ranks - 1) / n_ranks * cfg.d_model * dtype_bytes(
@@ -750,205 +508,3 @@ def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
     if not isinstance(cfg, ModelConfig):
         return w
     return w + batch * _kv_seq(cfg, prompt_len, p.kv_dtype)
-
-
-# =============================================================================================
-# parallel layout and memory fit
-# =============================================================================================
-def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
-    """The one check of tensor-, pipeline- and expert-parallel degrees (used by every function
-    and calculator that splits a model).
-
-    * TP must divide ``n_heads`` (each rank runs whole query heads) and the MLP/expert widths
-      it splits (``d_ff``, ``moe_d_ff``, the shared expert's F).  KV heads: TP ≤ ``n_kv_heads``
-      must divide them; TP > ``n_kv_heads`` must be a multiple of them, and each rank then holds
-      a replica of one KV head (vLLM's rule, ``QKVParallelLinear``).  MLA's latent is shared by
-      all heads and replicated on every rank.
-    * PP must be ≤ ``n_layers``.
-    * EP must divide ``n_routed_experts`` (an MoE only).
-
-    Raises:
-        ValueError: naming the degree, its value and the field it must fit.
-    """
-    cfg = _model(cfg)
-    for f, v in (("tp", tp), ("pp", pp), ("ep", ep)):
-        require_positive(f, v)
-    dims = [("n_heads", cfg.n_heads)]
-    if not cfg.is_moe or cfg.dense_layers:
-        dims.append(("d_ff", cfg.d_ff))
-    if cfg.is_moe:
-        dims.append(("moe_d_ff", cfg.moe_d_ff))
-        if cfg.n_shared_experts:
-            dims.append(("shared_d_ff", cfg.shared_d_ff))
-    for name, val in dims:
-        if val % tp:
-            raise ValueError(f"tensor parallel degree tp={tp} does not divide {name}={val}; "
-                             f"allowed: divisors of {name}")
-    if not cfg.is_mla:
-        kv = cfg.n_kv_heads
-        if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
-            raise ValueError(f"tensor parallel degree tp={tp} does not fit n_kv_heads={kv}; allowed: a divisor "
-                             f"of {kv}, or a multiple of it (each rank then holds a replica of one KV head)")
-    if pp > cfg.n_layers:
-        raise ValueError(f"pipeline parallel degree pp={pp} is more than n_layers={cfg.n_layers}")
-    if ep > 1:
-        if not cfg.is_moe:
-            raise ValueError(f"expert parallel degree ep={ep} needs an MoE model; {cfg.name} is dense")
-        if cfg.n_routed_experts % ep:
-            raise ValueError(f"expert parallel degree ep={ep} does not divide n_routed_experts="
-                             f"{cfg.n_routed_experts}; allowed: divisors of n_routed_experts")
-
-
-def valid_tp_degrees(cfg, max_degree: int = 64) -> list[int]:
-    """Every TP degree ≤ ``max_degree`` that :func:`check_parallel` accepts (calculators offer
-    only these)."""
-    cfg = _model(cfg)
-    out = []
-    for t in range(1, max_degree + 1):
-        try:
-            check_parallel(cfg, tp=t)
-        except ValueError:
-            continue
-        out.append(t)
-    return out
-
-
-def _kv_heads_per_rank(cfg: ModelConfig, tp: int) -> float:
-    """Fraction of one sequence's KV a TP rank stores: ``max(n_kv_heads/tp, 1)/n_kv_heads``
-    (replicated heads when tp > n_kv_heads); 1 for MLA (latent replicated)."""
-    if cfg.is_mla:
-        return 1.0
-    return max(cfg.n_kv_heads // tp, 1) / cfg.n_kv_heads
-
-
-@functools.lru_cache(maxsize=2048)
-def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int) -> tuple[float, tuple]:
-    """(bytes of the heaviest pipeline stage on one TP rank, the stages' layer ranges)."""
-    from .parallel import layer_partition
-    stages = layer_partition(cfg.n_layers, pp)
-    per = [0.0] * pp
-    stage_of = {}
-    for s, (lo, hi) in enumerate(stages):
-        for i in range(lo, hi):
-            stage_of[i] = s
-    kv_rep = _kv_heads_per_rank(cfg, tp) * cfg.n_kv_heads if not cfg.is_mla else None
-    for t in tensor_specs(cfg):
-        b = _tensor_bytes(t, p.weights, p.quant)
-        if t.layer is None:                      # embedding on the first stage, head/final norm on the last
-            s = 0 if t.role in ("embedding", "position_embedding") else pp - 1
-        else:
-            s = stage_of[t.layer]
-        if t.role in ("norm", "router") or (t.role == "bias" and t.shape[0] == cfg.d_model):
-            share = 1.0                          # replicated
-        elif kv_rep is not None and any(k in t.name for k in ("k_proj", "v_proj")):
-            share = kv_rep / cfg.n_kv_heads      # whole (possibly replicated) KV heads
-        elif cfg.is_mla and "kv_a_proj" in t.name:
-            share = 1.0
-        else:
-            share = 1.0 / tp                     # column/row-parallel, vocab-parallel tables
-        per[s] += b * share
-        if cfg.tie_embeddings and t.role == "embedding" and pp > 1:
-            per[pp - 1] += b * share             # a tied head is a copy on the last stage
-    return max(per), tuple(stages)
-
-
-@dataclass(frozen=True)
-class MemoryFit:
-    """Whether one deployment fits, per GPU (all bytes per GPU, B).
-
-    Attributes:
-        capacity: the GPU's memory (datasheet, GB = 1e9 B).
-        weights: weights on the busiest GPU (heaviest pipeline stage, this TP rank's shards).
-        kv: KV cache of ``batch`` sequences at ``context`` tokens on that GPU.
-        activations: :func:`activation_bytes` workspace for the largest forward pass.
-        reserve: ``reserve_fraction × capacity`` kept for the runtime.
-        kv_per_token: KV bytes one more token adds on that GPU.
-        tp, pp, ep: the layout.
-    """
-
-    capacity: float
-    weights: float
-    kv: float
-    activations: float
-    reserve: float
-    kv_per_token: float
-    tp: int
-    pp: int
-    ep: int
-
-    @property
-    def used(self) -> float:
-        """weights + KV + activations + reserve (B)."""
-        return self.weights + self.kv + self.activations + self.reserve
-
-    @property
-    def fits(self) -> bool:
-        """True when :attr:`used` ≤ :attr:`capacity`."""
-        return self.used <= self.capacity
-
-    @property
-    def kv_room_bytes(self) -> float:
-        """Bytes left for more KV after this batch's cache (negative when it does not fit)."""
-        return self.capacity - self.used
-
-    @property
-    def kv_room_tokens(self) -> int:
-        """Tokens whose KV still fits beside this batch (0 when none or it does not fit)."""
-        return max(0, math.floor(self.kv_room_bytes / self.kv_per_token))
-
-    @property
-    def reason(self) -> str:
-        """One line: ``"fits"``, or what exceeds the capacity."""
-        gb = lambda x: f"{x / GB:,.1f} GB"  # noqa: E731
-        if self.fits:
-            return f"fits: {gb(self.used)} of {gb(self.capacity)} per GPU"
-        if self.weights + self.reserve > self.capacity:
-            return (f"does not fit: weights need {gb(self.weights)} per GPU, more than {gb(self.capacity)} "
-                    f"less the {gb(self.reserve)} runtime reserve")
-        return (f"does not fit: weights {gb(self.weights)} + KV {gb(self.kv)} + activations "
-                f"{gb(self.activations)} + reserve {gb(self.reserve)} = {gb(self.used)} > {gb(self.capacity)}")
-
-
-def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, prompt_len: int | None = None,
-               tp: int = 1, pp: int = 1, ep: int = 1, kv_dtype: str | None = None,
-               reserve_fraction: float = RUNTIME_RESERVE_FRACTION) -> MemoryFit:
-    """Memory needed on the busiest GPU of a ``tp × pp`` deployment against its capacity.
-
-    * weights: each tensor's stored bytes (:func:`weight_bytes`' per-tensor count) split as
-      Megatron-style TP splits them — attention heads, MLP/expert widths and the vocabulary
-      ``tp`` ways, norms and routers replicated, KV projections by whole KV heads (replicated
-      when ``tp > n_kv_heads``) — and layers over ``pp`` stages (:func:`layer_partition`; the
-      embedding on the first stage, the head on the last); the heaviest stage counts.  Expert
-      parallelism (``ep``) places whole experts instead of slicing them: the same bytes per GPU
-      with balanced placement, so it changes no total here.
-    * KV: ``batch`` sequences of ``context`` tokens in the plan's KV dtype, for this stage's
-      layers, this rank's KV heads (MLA's latent on every rank).
-    * activations: :func:`activation_bytes` for the largest forward pass: a prefill of
-      ``batch × prompt_len`` tokens (default ``context``), or one decode step.
-    * reserve: ``reserve_fraction`` of capacity (default 10 %, vLLM's default
-      ``gpu_memory_utilization = 0.9``).
-
-    Raises:
-        ValueError: unknown model/hardware/dtype, a layout :func:`check_parallel` rejects,
-            ``batch`` < 1, ``context`` < 0, ``reserve_fraction`` outside [0, 1).
-    """
-    from .hardware import HardwareSpec, hardware
-    cfg = _model(cfg)
-    hw = hardware(hw) if isinstance(hw, str) else hw
-    if not isinstance(hw, HardwareSpec):
-        raise ValueError(f"hw={hw!r} is not allowed; give a hardware preset name or a HardwareSpec")
-    check_parallel(cfg, tp, pp, ep)
-    require_positive("batch", batch)
-    require_nonnegative("context", context)
-    if not isinstance(reserve_fraction, (int, float)) or not 0 <= reserve_fraction < 1:
-        raise ValueError(f"reserve_fraction={reserve_fraction!r} is not allowed; allowed: 0 <= x < 1")
-    p = _as_plan(dtype, kv_dtype)
-    weights, stages = _stage_weights(cfg, p, tp, pp)
-    lo, hi = max(stages, key=lambda r: r[1] - r[0])
-    layer_share = (hi - lo) / cfg.n_layers
-    head_share = _kv_heads_per_rank(cfg, tp)
-    kv = kv_bytes(cfg, context, batch, p) * layer_share * head_share
-    per_tok = _kv_token(cfg, p.kv_dtype) * layer_share * head_share
-    prompt = context if prompt_len is None else require_nonnegative("prompt_len", prompt_len)
-    act = activation_bytes(cfg, batch * max(prompt, 1), p, tp=tp, logits_rows=batch)
-    return MemoryFit(hw.memory_bytes, weights, kv, act, reserve_fraction * hw.memory_bytes, per_tok, tp, pp, ep)

@@ -201,7 +201,7 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
     Raises:
         ValueError: as :func:`request_ledger`, or an unknown preset or hardware.
     """
-    from .accounting import memory_fit
+    from .fit import memory_fit
     from .config import model_config
     from .units import GB
 

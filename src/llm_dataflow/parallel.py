@@ -36,7 +36,8 @@ import torch
 from torch import nn
 
 from .collectives import CommCounter, collective_time, p2p_time
-from .accounting import check_parallel, ep_bytes_per_token, tp_bytes_per_token_per_layer, weight_bytes  # noqa: F401
+from .accounting import ep_bytes_per_token, tp_bytes_per_token_per_layer, weight_bytes  # noqa: F401
+from .fit import check_parallel
 from .config import ModelConfig, model_config, param_count
 from .hardware import hardware as _hardware
 from .units import GB, dtype_bytes, require_positive
@@ -525,8 +526,8 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
         ValueError: unknown preset, a layout :func:`~llm_dataflow.accounting.check_parallel`
             rejects, ``batch`` not positive, ``context`` negative.
     """
-    from .accounting import (_as_plan, decode_step_flops, kv_bytes, memory_fit, weight_bytes_read,
-                             _kv_heads_per_rank, _kv_token)
+    from .accounting import _as_plan, _kv_token, decode_step_flops, kv_bytes, weight_bytes_read
+    from .fit import _kv_heads_per_rank, memory_fit
     cfg = model_config(model)
     hw = _hardware(hardware)
     check_parallel(cfg, tp=tp, pp=pp)

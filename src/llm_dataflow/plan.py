@@ -17,8 +17,9 @@ import math
 import os
 import sys
 
-from .accounting import (WEIGHT_FORMATS, _kv_heads_per_rank, _kv_token, check_parallel, kv_bytes, memory_fit,
-                         precision_plan, tp_bytes_per_token_per_layer, weight_bytes)
+from .accounting import _kv_token, kv_bytes, tp_bytes_per_token_per_layer, weight_bytes
+from .fit import _kv_heads_per_rank, check_parallel, memory_fit
+from .formats import WEIGHT_FORMATS, precision_plan
 from .config import MODEL_PRESETS, ModelConfig, model_config, param_count
 from .hardware import HARDWARE
 from .kv import KV_DTYPES

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .accounting import QuantSpec
+from .formats import QuantSpec
 from .config import ModelConfig, tensor_specs
 from .units import dtype_bits
 
@@ -370,7 +370,8 @@ def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H1
     Raises:
         ValueError: unknown preset, format or hardware.
     """
-    from .accounting import precision_plan, weight_bytes
+    from .accounting import weight_bytes
+    from .formats import precision_plan
     from .config import model_config
     from .roofline import decode_step_bounds
     from .units import GB

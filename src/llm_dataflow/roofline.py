@@ -251,7 +251,7 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
     Raises:
         ValueError: unknown model/hardware/dtype, ``batch`` < 1, ``context`` < 0.
     """
-    from .accounting import memory_fit
+    from .fit import memory_fit
     hw = _hw(hardware_name)
     plan = _as_plan(dtype)
     cd = plan.compute_dtype(hw)
@@ -283,7 +283,7 @@ def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM",
     Raises:
         ValueError: unknown model/hardware, ``batch`` < 1, ``context`` < 0.
     """
-    from .accounting import memory_fit
+    from .fit import memory_fit
     b = decode_step_bounds(model, hardware_name, batch, context, "bf16")
     fit = memory_fit(model, hardware_name, "bf16", batch=batch, context=context)
     return {

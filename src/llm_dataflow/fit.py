@@ -1,0 +1,222 @@
+"""Parallel layout and memory fit: the one TP/PP/EP degree check, and whether a deployment's
+weights, KV cache, activations and runtime reserve fit in each GPU — counted with
+:mod:`llm_dataflow.accounting`.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from .accounting import _as_plan, _kv_token, _model, _tensor_bytes, activation_bytes, kv_bytes
+from .config import ModelConfig, tensor_specs
+from .formats import PrecisionPlan
+from .units import GB, require_nonnegative, require_positive
+
+__all__ = ["check_parallel", "valid_tp_degrees", "MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION"]
+
+#: Share of a GPU's memory a serving engine leaves for its runtime by default: vLLM's
+#: ``gpu_memory_utilization`` defaults to 0.9 (vLLM docs, "Engine Arguments"), and the other
+#: 10 % holds the CUDA context, NCCL buffers, CUDA graphs and allocator slack.
+RUNTIME_RESERVE_FRACTION = 0.10
+
+# =============================================================================================
+# parallel layout and memory fit
+# =============================================================================================
+def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
+    """The one check of tensor-, pipeline- and expert-parallel degrees (used by every function
+    and calculator that splits a model).
+
+    * TP must divide ``n_heads`` (each rank runs whole query heads) and the MLP/expert widths
+      it splits (``d_ff``, ``moe_d_ff``, the shared expert's F).  KV heads: TP ≤ ``n_kv_heads``
+      must divide them; TP > ``n_kv_heads`` must be a multiple of them, and each rank then holds
+      a replica of one KV head (vLLM's rule, ``QKVParallelLinear``).  MLA's latent is shared by
+      all heads and replicated on every rank.
+    * PP must be ≤ ``n_layers``.
+    * EP must divide ``n_routed_experts`` (an MoE only).
+
+    Raises:
+        ValueError: naming the degree, its value and the field it must fit.
+    """
+    cfg = _model(cfg)
+    for f, v in (("tp", tp), ("pp", pp), ("ep", ep)):
+        require_positive(f, v)
+    dims = [("n_heads", cfg.n_heads)]
+    if not cfg.is_moe or cfg.dense_layers:
+        dims.append(("d_ff", cfg.d_ff))
+    if cfg.is_moe:
+        dims.append(("moe_d_ff", cfg.moe_d_ff))
+        if cfg.n_shared_experts:
+            dims.append(("shared_d_ff", cfg.shared_d_ff))
+    for name, val in dims:
+        if val % tp:
+            raise ValueError(f"tensor parallel degree tp={tp} does not divide {name}={val}; "
+                             f"allowed: divisors of {name}")
+    if not cfg.is_mla:
+        kv = cfg.n_kv_heads
+        if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
+            raise ValueError(f"tensor parallel degree tp={tp} does not fit n_kv_heads={kv}; allowed: a divisor "
+                             f"of {kv}, or a multiple of it (each rank then holds a replica of one KV head)")
+    if pp > cfg.n_layers:
+        raise ValueError(f"pipeline parallel degree pp={pp} is more than n_layers={cfg.n_layers}")
+    if ep > 1:
+        if not cfg.is_moe:
+            raise ValueError(f"expert parallel degree ep={ep} needs an MoE model; {cfg.name} is dense")
+        if cfg.n_routed_experts % ep:
+            raise ValueError(f"expert parallel degree ep={ep} does not divide n_routed_experts="
+                             f"{cfg.n_routed_experts}; allowed: divisors of n_routed_experts")
+
+
+def valid_tp_degrees(cfg, max_degree: int = 64) -> list[int]:
+    """Every TP degree ≤ ``max_degree`` that :func:`check_parallel` accepts (calculators offer
+    only these)."""
+    cfg = _model(cfg)
+    out = []
+    for t in range(1, max_degree + 1):
+        try:
+            check_parallel(cfg, tp=t)
+        except ValueError:
+            continue
+        out.append(t)
+    return out
+
+
+def _kv_heads_per_rank(cfg: ModelConfig, tp: int) -> float:
+    """Fraction of one sequence's KV a TP rank stores: ``max(n_kv_heads/tp, 1)/n_kv_heads``
+    (replicated heads when tp > n_kv_heads); 1 for MLA (latent replicated)."""
+    if cfg.is_mla:
+        return 1.0
+    return max(cfg.n_kv_heads // tp, 1) / cfg.n_kv_heads
+
+
+@functools.lru_cache(maxsize=2048)
+def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int) -> tuple[float, tuple]:
+    """(bytes of the heaviest pipeline stage on one TP rank, the stages' layer ranges)."""
+    from .parallel import layer_partition
+    stages = layer_partition(cfg.n_layers, pp)
+    per = [0.0] * pp
+    stage_of = {}
+    for s, (lo, hi) in enumerate(stages):
+        for i in range(lo, hi):
+            stage_of[i] = s
+    kv_rep = _kv_heads_per_rank(cfg, tp) * cfg.n_kv_heads if not cfg.is_mla else None
+    for t in tensor_specs(cfg):
+        b = _tensor_bytes(t, p.weights, p.quant)
+        if t.layer is None:                      # embedding on the first stage, head/final norm on the last
+            s = 0 if t.role in ("embedding", "position_embedding") else pp - 1
+        else:
+            s = stage_of[t.layer]
+        if t.role in ("norm", "router") or (t.role == "bias" and t.shape[0] == cfg.d_model):
+            share = 1.0                          # replicated
+        elif kv_rep is not None and any(k in t.name for k in ("k_proj", "v_proj")):
+            share = kv_rep / cfg.n_kv_heads      # whole (possibly replicated) KV heads
+        elif cfg.is_mla and "kv_a_proj" in t.name:
+            share = 1.0
+        else:
+            share = 1.0 / tp                     # column/row-parallel, vocab-parallel tables
+        per[s] += b * share
+        if cfg.tie_embeddings and t.role == "embedding" and pp > 1:
+            per[pp - 1] += b * share             # a tied head is a copy on the last stage
+    return max(per), tuple(stages)
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Whether one deployment fits, per GPU (all bytes per GPU, B).
+
+    Attributes:
+        capacity: the GPU's memory (datasheet, GB = 1e9 B).
+        weights: weights on the busiest GPU (heaviest pipeline stage, this TP rank's shards).
+        kv: KV cache of ``batch`` sequences at ``context`` tokens on that GPU.
+        activations: :func:`activation_bytes` workspace for the largest forward pass.
+        reserve: ``reserve_fraction × capacity`` kept for the runtime.
+        kv_per_token: KV bytes one more token adds on that GPU.
+        tp, pp, ep: the layout.
+    """
+
+    capacity: float
+    weights: float
+    kv: float
+    activations: float
+    reserve: float
+    kv_per_token: float
+    tp: int
+    pp: int
+    ep: int
+
+    @property
+    def used(self) -> float:
+        """weights + KV + activations + reserve (B)."""
+        return self.weights + self.kv + self.activations + self.reserve
+
+    @property
+    def fits(self) -> bool:
+        """True when :attr:`used` ≤ :attr:`capacity`."""
+        return self.used <= self.capacity
+
+    @property
+    def kv_room_bytes(self) -> float:
+        """Bytes left for more KV after this batch's cache (negative when it does not fit)."""
+        return self.capacity - self.used
+
+    @property
+    def kv_room_tokens(self) -> int:
+        """Tokens whose KV still fits beside this batch (0 when none or it does not fit)."""
+        return max(0, math.floor(self.kv_room_bytes / self.kv_per_token))
+
+    @property
+    def reason(self) -> str:
+        """One line: ``"fits"``, or what exceeds the capacity."""
+        gb = lambda x: f"{x / GB:,.1f} GB"  # noqa: E731
+        if self.fits:
+            return f"fits: {gb(self.used)} of {gb(self.capacity)} per GPU"
+        if self.weights + self.reserve > self.capacity:
+            return (f"does not fit: weights need {gb(self.weights)} per GPU, more than {gb(self.capacity)} "
+                    f"less the {gb(self.reserve)} runtime reserve")
+        return (f"does not fit: weights {gb(self.weights)} + KV {gb(self.kv)} + activations "
+                f"{gb(self.activations)} + reserve {gb(self.reserve)} = {gb(self.used)} > {gb(self.capacity)}")
+
+
+def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, prompt_len: int | None = None,
+               tp: int = 1, pp: int = 1, ep: int = 1, kv_dtype: str | None = None,
+               reserve_fraction: float = RUNTIME_RESERVE_FRACTION) -> MemoryFit:
+    """Memory needed on the busiest GPU of a ``tp × pp`` deployment against its capacity.
+
+    * weights: each tensor's stored bytes (:func:`weight_bytes`' per-tensor count) split as
+      Megatron-style TP splits them — attention heads, MLP/expert widths and the vocabulary
+      ``tp`` ways, norms and routers replicated, KV projections by whole KV heads (replicated
+      when ``tp > n_kv_heads``) — and layers over ``pp`` stages (:func:`layer_partition`; the
+      embedding on the first stage, the head on the last); the heaviest stage counts.  Expert
+      parallelism (``ep``) places whole experts instead of slicing them: the same bytes per GPU
+      with balanced placement, so it changes no total here.
+    * KV: ``batch`` sequences of ``context`` tokens in the plan's KV dtype, for this stage's
+      layers, this rank's KV heads (MLA's latent on every rank).
+    * activations: :func:`activation_bytes` for the largest forward pass: a prefill of
+      ``batch × prompt_len`` tokens (default ``context``), or one decode step.
+    * reserve: ``reserve_fraction`` of capacity (default 10 %, vLLM's default
+      ``gpu_memory_utilization = 0.9``).
+
+    Raises:
+        ValueError: unknown model/hardware/dtype, a layout :func:`check_parallel` rejects,
+            ``batch`` < 1, ``context`` < 0, ``reserve_fraction`` outside [0, 1).
+    """
+    from .hardware import HardwareSpec, hardware
+    cfg = _model(cfg)
+    hw = hardware(hw) if isinstance(hw, str) else hw
+    if not isinstance(hw, HardwareSpec):
+        raise ValueError(f"hw={hw!r} is not allowed; give a hardware preset name or a HardwareSpec")
+    check_parallel(cfg, tp, pp, ep)
+    require_positive("batch", batch)
+    require_nonnegative("context", context)
+    if not isinstance(reserve_fraction, (int, float)) or not 0 <= reserve_fraction < 1:
+        raise ValueError(f"reserve_fraction={reserve_fraction!r} is not allowed; allowed: 0 <= x < 1")
+    p = _as_plan(dtype, kv_dtype)
+    weights, stages = _stage_weights(cfg, p, tp, pp)
+    lo, hi = max(stages, key=lambda r: r[1] - r[0])
+    layer_share = (hi - lo) / cfg.n_layers
+    head_share = _kv_heads_per_rank(cfg, tp)
+    kv = kv_bytes(cfg, context, batch, p) * layer_share * head_share
+    per_tok = _kv_token(cfg, p.kv_dtype) * layer_share * head_share
+    prompt = context if prompt_len is None else require_nonnegative("prompt_len", prompt_len)
+    act = activation_bytes(cfg, batch * max(prompt, 1), p, tp=tp, logits_rows=batch)
+    return MemoryFit(hw.memory_bytes, weights, kv, act, reserve_fraction * hw.memory_bytes, per_tok, tp, pp, ep)

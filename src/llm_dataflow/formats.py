@@ -1,0 +1,255 @@
+"""Weight formats and precision plans: the dtypes a deployment stores and computes in.
+
+:class:`QuantSpec` describes a quantised weight layout and counts its exact bytes (values, scales,
+zero points, tensor scales); :data:`WEIGHT_FORMATS` names the formats the book's calculators and
+``python -m llm_dataflow plan`` offer; a :class:`PrecisionPlan` names the dtypes of one deployment
+(weights, KV cache, activations, compute).  The byte and FLOP counts that use them live in
+:mod:`llm_dataflow.accounting`.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from .units import check_dtype, dtype_bits, require_positive
+
+__all__ = ["QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS"]
+
+_FLOAT_DTYPES = ("fp32", "fp16", "bf16")
+
+# =============================================================================================
+# weight formats
+# =============================================================================================
+@dataclass(frozen=True)
+class QuantSpec:
+    """How linear weights are stored when quantised.
+
+    Attributes:
+        weight_dtype: ``"int8"``, ``"int4"``, ``"fp8"`` / ``"fp8_e4m3"`` / ``"fp8_e5m2"`` (8 bits)
+            or ``"fp4"`` (E2M1, 4 bits).
+        group_size: elements along the input dimension sharing one scale (``None`` = per output
+            channel: one scale per row).  Must divide each quantised tensor's ``in_features``.
+        block_shape: ``(rows, cols)`` 2-D blocks sharing one scale (FP8 block scaling as in
+            DeepSeek-V3's ``weight_block_size: [128, 128]``); partial edge blocks get a scale too.
+        scale_dtype: dtype of the group/block scales (``"fp32"``, ``"fp16"``, ``"bf16"``,
+            ``"fp8_e4m3"`` as NVFP4 uses, ``"e8m0"`` as the OCP MX formats use).
+        zero_point: asymmetric quantisation stores one zero point per group, packed in
+            ``weight_dtype`` bits (as GPTQ/AWQ pack INT4 zeros).
+        tensor_scale_dtype: a second-level scale, one per tensor (NVFP4: FP32), or ``None``.
+        keep: roles left in the plan's unquantised dtype (default: embeddings, lm_head, norms,
+            router, biases).
+
+    Bytes of a quantised ``[out, in]`` weight: ``ceil(out·in·bits/8) + n_groups·scale_bytes
+    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale)``.
+
+    Raises:
+        ValueError: unknown dtypes, non-positive group size, both group and block given.
+    """
+
+    weight_dtype: str
+    group_size: int | None = None
+    block_shape: tuple | None = None
+    scale_dtype: str = "fp16"
+    zero_point: bool = False
+    keep: tuple = ("embedding", "position_embedding", "lm_head", "norm", "router", "bias")
+    tensor_scale_dtype: str | None = None
+
+    def __post_init__(self):
+        check_dtype(self.weight_dtype, ("int8", "int4", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"), "weight_dtype")
+        check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16", "fp8_e4m3", "e8m0"), "scale_dtype")
+        if self.tensor_scale_dtype is not None:
+            check_dtype(self.tensor_scale_dtype, ("fp32", "fp16", "bf16"), "tensor_scale_dtype")
+        if self.group_size is not None:
+            require_positive("group_size", self.group_size)
+        if self.block_shape is not None:
+            if self.group_size is not None:
+                raise ValueError("give either group_size or block_shape, not both")
+            if len(self.block_shape) != 2:
+                raise ValueError(f"block_shape={self.block_shape!r} must be (rows, cols)")
+            for v in self.block_shape:
+                require_positive("block_shape", v)
+        if not isinstance(self.keep, tuple):
+            raise ValueError(f"keep={self.keep!r} must be a tuple of role names")
+
+    @classmethod
+    def int8_per_channel(cls, scale_dtype: str = "fp16") -> "QuantSpec":
+        """INT8 symmetric, one scale per output channel (LLM.int8-style weight storage)."""
+        return cls("int8", None, None, scale_dtype, False)
+
+    @classmethod
+    def int4_groupwise(cls, group_size: int = 128, scale_dtype: str = "fp16", zero_point: bool = True) -> "QuantSpec":
+        """INT4 asymmetric, one scale and one 4-bit zero point per ``group_size`` inputs (GPTQ/AWQ layout)."""
+        return cls("int4", group_size, None, scale_dtype, zero_point)
+
+    @classmethod
+    def fp8_block(cls, block: int = 128, scale_dtype: str = "fp32") -> "QuantSpec":
+        """FP8 (E4M3) with one FP32 scale per ``block × block`` tile (DeepSeek-V3 checkpoint layout)."""
+        return cls("fp8_e4m3", None, (block, block), scale_dtype, False)
+
+    @classmethod
+    def nvfp4(cls) -> "QuantSpec":
+        """NVFP4: E2M1 values, one FP8 E4M3 scale per 16 consecutive elements and one FP32 scale
+        per tensor — 4.5 bits per element plus 4 B per tensor.  Source: NVIDIA Technical Blog,
+        "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference" (2025)."""
+        return cls("fp4", 16, None, "fp8_e4m3", False, tensor_scale_dtype="fp32")
+
+    @classmethod
+    def mxfp4(cls) -> "QuantSpec":
+        """MXFP4: E2M1 values with one shared E8M0 (power-of-two) scale per block of 32 —
+        4.25 bits per element.  Source: OCP Microscaling Formats (MX) Specification v1.0 (2023),
+        §5 (block size 32, E8M0 scale) and §5.3.3 (FP4 E2M1 elements)."""
+        return cls("fp4", 32, None, "e8m0", False)
+
+    def n_groups(self, shape: tuple, in_features: int) -> int:
+        """Number of scales for a weight of ``shape`` whose input dimension is ``in_features``.
+
+        Raises:
+            ValueError: ``group_size`` does not divide ``in_features``.
+        """
+        numel = math.prod(shape)
+        n_out = numel // in_features
+        if self.block_shape is not None:
+            br, bc = self.block_shape
+            return math.ceil(n_out / br) * math.ceil(in_features / bc)
+        g = self.group_size or in_features
+        if in_features % g:
+            raise ValueError(f"group_size={g} does not divide in_features={in_features}; choose a divisor")
+        return n_out * (in_features // g)
+
+    def tensor_bytes(self, shape: tuple, in_features: int) -> int:
+        """Stored bytes of one quantised weight (values + scales + zero points + tensor scale)."""
+        bits = dtype_bits(self.weight_dtype)
+        groups = self.n_groups(shape, in_features)
+        nbytes = math.ceil(math.prod(shape) * bits / 8) + groups * dtype_bits(self.scale_dtype) // 8
+        if self.zero_point:
+            nbytes += math.ceil(groups * bits / 8)
+        if self.tensor_scale_dtype is not None:
+            nbytes += dtype_bits(self.tensor_scale_dtype) // 8
+        return nbytes
+
+    @property
+    def is_float(self) -> bool:
+        """True for FP8 and FP4 formats (tensor cores multiply them directly)."""
+        return self.weight_dtype.startswith("fp")
+
+
+#: Weight formats by name (``plan --weights NAME``, the calculators): ``None`` = unquantised.
+#: ``int4`` is symmetric group-128 with FP16 scales (the format ``QuantSpec("int4", group_size=128)``
+#: describes); ``int4-zp`` adds GPTQ/AWQ's 4-bit zero points.
+WEIGHT_FORMATS: dict = {
+    "fp32": None, "bf16": None, "fp16": None,
+    "int8": QuantSpec.int8_per_channel(),
+    "int4": QuantSpec("int4", group_size=128),
+    "int4-zp": QuantSpec.int4_groupwise(128),
+    "fp8": QuantSpec.fp8_block(128),
+    "nvfp4": QuantSpec.nvfp4(),
+    "fp4": QuantSpec.nvfp4(),
+    "mxfp4": QuantSpec.mxfp4(),
+}
+
+
+@dataclass(frozen=True)
+class PrecisionPlan:
+    """The dtypes of one deployment.
+
+    Attributes:
+        weights: dtype of every unquantised weight (``"fp32"``, ``"fp16"``, ``"bf16"``); with
+            ``quant``, the dtype of the roles ``quant.keep`` leaves unquantised.
+        quant: the linear weights' :class:`QuantSpec`, or ``None``.
+        kv: KV-cache dtype; default the activation dtype (BF16 for quantised weights — weight-only
+            quantisation leaves the cache alone).
+        activations: activation dtype; default ``weights``.
+        compute: dtype of the matmul arithmetic (whose peak FLOP/s bounds compute); default
+            :meth:`compute_dtype`.
+        name: a label (the format name it was built from).
+
+    Raises:
+        ValueError: unknown dtypes.
+    """
+
+    weights: str = "bf16"
+    quant: QuantSpec | None = None
+    kv: str | None = None
+    activations: str | None = None
+    compute: str | None = None
+    name: str = ""
+
+    def __post_init__(self):
+        check_dtype(self.weights, _FLOAT_DTYPES, "weights")
+        if self.quant is not None and not isinstance(self.quant, QuantSpec):
+            raise ValueError(f"quant={self.quant!r} is not allowed; give a QuantSpec or None")
+        if self.activations is not None:
+            check_dtype(self.activations, _FLOAT_DTYPES, "activations")
+        if self.kv is not None:
+            from .kv import KV_DTYPES
+            check_dtype(self.kv, KV_DTYPES, "kv")
+        if self.compute is not None:
+            check_dtype(self.compute, field="compute")
+
+    @property
+    def activation_dtype(self) -> str:
+        """Activation dtype in effect."""
+        return self.activations or self.weights
+
+    @property
+    def kv_dtype(self) -> str:
+        """KV-cache dtype in effect."""
+        return self.kv or self.activation_dtype
+
+    def compute_dtype(self, hw=None) -> str:
+        """The dtype whose peak FLOP/s bounds the matmuls on ``hw``.
+
+        ``compute`` when given; else, for FP8/FP4 weights on a chip with a peak for that format,
+        the format itself (activations quantised on the fly, as FP8 W8A8 and NVFP4 W4A4 kernels
+        do); else the activation dtype (weight-only INT8/INT4 kernels dequantise to BF16 before
+        the tensor-core multiply).
+        """
+        if self.compute:
+            return self.compute
+        if self.quant is not None and self.quant.is_float and hw is not None:
+            fmt = "fp8" if self.quant.weight_dtype.startswith("fp8") else "fp4"
+            try:
+                hw.flops(fmt)
+                return fmt
+            except ValueError:
+                pass
+        return self.activation_dtype
+
+    @property
+    def label(self) -> str:
+        """Short name: the format name, or the weight dtype."""
+        return self.name or (self.weights if self.quant is None else f"{self.quant.weight_dtype} weights")
+
+
+def precision_plan(weights="bf16", *, kv: str | None = None, activations: str | None = None,
+                   compute: str | None = None) -> PrecisionPlan:
+    """A :class:`PrecisionPlan` from a weight-format name (:data:`WEIGHT_FORMATS`), a
+    :class:`QuantSpec` (unquantised roles in BF16) or a plan (returned with the overrides applied).
+
+    Raises:
+        ValueError: unknown format name or dtype.
+    """
+    if isinstance(weights, PrecisionPlan):
+        p = weights
+        return PrecisionPlan(p.weights, p.quant, kv or p.kv, activations or p.activations,
+                             compute or p.compute, p.name)
+    if isinstance(weights, QuantSpec):
+        return PrecisionPlan("bf16", weights, kv, activations, compute)
+    if not isinstance(weights, str) or weights not in WEIGHT_FORMATS:
+        raise ValueError(f"weights (dtype)={weights!r} is not a weight format; allowed: "
+                         f"{', '.join(WEIGHT_FORMATS)}, a QuantSpec or a PrecisionPlan")
+    q = WEIGHT_FORMATS[weights]
+    return PrecisionPlan(weights if q is None else "bf16", q, kv, activations, compute, weights)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(dtype) -> PrecisionPlan:
+    return precision_plan(dtype)
+
+
+def _as_plan(dtype, kv_dtype=None, compute_dtype=None) -> PrecisionPlan:
+    p = dtype if isinstance(dtype, PrecisionPlan) else _plan(dtype)
+    if kv_dtype is not None or compute_dtype is not None:
+        p = precision_plan(p, kv=kv_dtype, compute=compute_dtype)
+    return p

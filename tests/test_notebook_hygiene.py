@@ -15,3 +15,80 @@ def test_every_chapter_is_in_the_toc():
     toc = (ROOT / "_toc.yml").read_text()
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         assert f"file: notebooks/{nb.stem}\n" in toc, f"{nb.name} is not in _toc.yml"
+
+
+def _tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebook_hygiene", ROOT / "tools" / "notebook_hygiene.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fix_moves_nbval_markers_into_tags_and_names_the_kernel(tmp_path):
+    import nbformat
+
+    tool = _tool()
+    nb = nbformat.v4.new_notebook()
+    out = nbformat.v4.new_output("stream", name="stdout", text="42 GB/s\n")
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 1\n# NBVAL_IGNORE_OUTPUT\n# (measured on this machine)\nprint(x)",
+                                  outputs=[out], metadata={"tags": ["hide-input"],
+                                            "execution": {"iopub.status.idle": "2026-01-01T00:00:00Z"}}),
+        nbformat.v4.new_code_cell("# NBVAL_SKIP: needs a GPU\nrun()"),
+        nbformat.v4.new_code_cell("# NBVAL_RAISES_EXCEPTION\n1 / 0"),
+        nbformat.v4.new_markdown_cell("# NBVAL_IGNORE_OUTPUT stays in prose"),
+    ]
+    path = tmp_path / "00_x.ipynb"
+    nbformat.write(nb, path)
+    problems = tool.process(path, fix=False)
+    assert any("NBVAL_IGNORE_OUTPUT" in p and "cell tag" in p for p in problems)
+    assert any("kernelspec" in p for p in problems)
+    tool.process(path, fix=True)
+    fixed = nbformat.read(path, as_version=4)
+    code = [c for c in fixed.cells if c.cell_type == "code"][1:]   # after the install cell
+    assert code[0].source == "x = 1\n# (measured on this machine)\nprint(x)"
+    assert code[0].metadata["tags"] == ["hide-input", "nbval-ignore-output"]
+    assert code[0].outputs == [out] and "execution" not in code[0].metadata   # outputs untouched
+    assert code[1].source == "# needs a GPU\nrun()" and code[1].metadata["tags"] == ["nbval-skip"]
+    assert code[2].metadata["tags"] == ["raises-exception"]
+    assert fixed.cells[-1].source == "# NBVAL_IGNORE_OUTPUT stays in prose"
+    assert fixed.metadata["kernelspec"] == tool.KERNELSPEC
+    assert not [p for p in tool.process(path, fix=False) if "nbval" in p or "kernelspec" in p]
+    before = path.read_bytes()
+    tool.process(path, fix=True)
+    assert path.read_bytes() == before        # idempotent
+
+
+def test_kernelspec_is_the_installed_one():
+    import json
+
+    r = subprocess.run([sys.executable, "-m", "jupyter_client.kernelspecapp", "list", "--json"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        import pytest
+
+        pytest.skip("jupyter kernelspec list failed: " + r.stderr[-300:])
+    spec = json.loads(r.stdout)["kernelspecs"]["python3"]["spec"]
+    ks = _tool().KERNELSPEC
+    assert (spec["display_name"], spec["language"]) == (ks["display_name"], ks["language"])
+
+
+def test_public_tests_of_assignments_say_expected_and_got():
+    """A failing public test tells the student what it expected and what it got: every bare
+    ``assert`` in a ``qN_public`` cell carries a message (``np.testing`` prints both itself)."""
+    import ast
+    import json
+
+    for path in sorted((ROOT / "assignments").glob("*/ch*/ch*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        first = "".join(nb["cells"][0]["source"])
+        assert "Run All" in first and "Validate" in first, f"{path}: the first cell explains Run All and Validate"
+        for cell in nb["cells"]:
+            gid = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
+            if not gid.endswith("_public"):
+                continue
+            tree = ast.parse("".join(cell["source"]))
+            bare = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert) and n.msg is None]
+            assert not bare, f"{path.relative_to(ROOT)} {gid}: assert without a message on line(s) {bare}"

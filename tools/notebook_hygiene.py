@@ -5,10 +5,19 @@
 
 1. The first cell is the hosted-kernel install cell (``llm_dataflow.live.hosted_install_cell``),
    tagged ``remove-cell`` so the web page hides it while downloads and Colab/Binder keep it.
-2. nbval markers are exact (nbval 0.11 ignores ``# NBVAL_IGNORE_OUTPUT: reason`` silently): a
-   marker line is only the marker; the reason goes on the next line.
+2. nbval options are cell tags, not comment markers readers would see in the code:
+   ``--fix`` moves a ``# NBVAL_IGNORE_OUTPUT`` line (or ``# NBVAL_SKIP``, ``# NBVAL_CHECK_OUTPUT``,
+   ``# NBVAL_RAISES_EXCEPTION``; also the inexact ``# NBVAL_IGNORE_OUTPUT: reason``, whose reason
+   stays as a comment) into the tag nbval reads (``nbval-ignore-output``, ``nbval-skip``,
+   ``nbval-check-output``, ``raises-exception``); the comment saying why stays in the code.
 3. Every code cell that outputs a figure has alt text in ``metadata.mystnb.image.alt``, taken from
    the "Figure: …" paragraph of the markdown cell before it (CONTRIBUTING.md).
+4. The notebook names its kernel exactly as the installed ``python3`` kernel spec does
+   (``KERNELSPEC``): without it (or with another display name) JupyterLab writes one on open and
+   the notebook opens marked modified.  ``--fix`` also drops nbclient's per-cell timing metadata
+   (``metadata.execution``), which changes on every run and means nothing to a reader.
+
+``--fix`` changes sources and metadata only, never outputs.
 """
 from __future__ import annotations
 
@@ -21,6 +30,39 @@ import nbformat
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TAG = "remove-cell"
 MARK = "# Colab, Binder or a JupyterHub without this book's package"
+#: ipykernel's spec of the ``python3`` kernel (``jupyter kernelspec list --json``), as JupyterLab
+#: writes it into a notebook it runs.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+#: nbval's comment markers and the cell tags with the same meaning (nbval 0.11 reads both).
+MARKER_TAGS = {"# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output", "# NBVAL_SKIP": "nbval-skip",
+               "# NBVAL_CHECK_OUTPUT": "nbval-check-output",
+               "# NBVAL_RAISES_EXCEPTION": "raises-exception"}
+
+
+def markers_to_tags(cell) -> bool:
+    """Move nbval comment markers of a code cell into its tags; True if the cell changed.
+
+    ``# NBVAL_IGNORE_OUTPUT`` → tag ``nbval-ignore-output`` (line removed);
+    ``# NBVAL_IGNORE_OUTPUT: why`` → the tag, and the line becomes ``# why``.
+    """
+    if cell.cell_type != "code":
+        return False
+    lines, kept, tags = cell.source.split("\n"), [], list(cell.metadata.get("tags", []))
+    for line in lines:
+        m = re.match(r"^\s*(# NBVAL_[A-Z_]+)\s*[:\-]?\s*(.*)$", line)
+        if not m or m.group(1) not in MARKER_TAGS:
+            kept.append(line)
+            continue
+        tag = MARKER_TAGS[m.group(1)]
+        if tag not in tags:
+            tags.append(tag)
+        if m.group(2):
+            kept.append(line[:len(line) - len(line.lstrip())] + "# " + m.group(2))
+    if kept == lines:
+        return False
+    cell.source = "\n".join(kept)
+    cell.metadata["tags"] = tags
+    return True
 
 
 def _figure_alt(md: str) -> str | None:
@@ -48,11 +90,22 @@ def process(path: pathlib.Path, fix: bool) -> list[str]:
         problems.append(f"{path.name}: first cell is not the hosted-kernel install cell")
     elif nb.cells[0].source != install or TAG not in nb.cells[0].metadata.get("tags", []):
         problems.append(f"{path.name}: the install cell differs from hosted_install_cell() or lacks the tag")
-    markers = {"# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP", "# NBVAL_CHECK_OUTPUT", "# NBVAL_RAISES_EXCEPTION"}
     for i, cell in enumerate(nb.cells):
+        if fix and markers_to_tags(cell):
+            changed = True
         for line in cell.source.splitlines() if cell.cell_type == "code" else []:
-            if line.lstrip().startswith("# NBVAL") and line.strip() not in markers:
-                problems.append(f"{path.name}: cell {i} has an inexact nbval marker {line.strip()!r}")
+            if line.lstrip().startswith("# NBVAL"):
+                problems.append(f"{path.name}: cell {i} has the nbval marker {line.strip()!r} in its code; "
+                                "use the cell tag (--fix moves it)")
+        if fix and "execution" in cell.metadata:
+            del cell.metadata["execution"]
+            changed = True
+    if fix and nb.metadata.get("kernelspec") != KERNELSPEC:
+        nb.metadata["kernelspec"] = dict(KERNELSPEC)
+        changed = True
+    if nb.metadata.get("kernelspec") != KERNELSPEC:
+        problems.append(f"{path.name}: metadata.kernelspec is {nb.metadata.get('kernelspec')!r}, "
+                        f"not {KERNELSPEC!r} (JupyterLab would mark it modified on open)")
     last_md = ""
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":

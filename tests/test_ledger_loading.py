@@ -110,6 +110,13 @@ def test_measure_load_path_runs():
                                                         "dtype conversion → bfloat16"]
     assert all(h.seconds and h.seconds > 0 for h in hops[:3])
     assert hops[-1].seconds is None and hops[-1].model_bandwidth > 0
+    # like with like: a STREAM copy figure counts read + write; the copy hop moves each payload
+    # byte once each way (half the figure), FP32 → BF16 reads 4 B and writes 2 B (two thirds)
+    copy, conv = hops[1], hops[2]
+    assert copy.traffic_bytes == 2 * copy.nbytes and copy.model_bandwidth == pytest.approx(5e9)
+    assert conv.nbytes == 90_852_864                      # MiniLM's F32 tensors (the I64 buffer stays)
+    assert conv.traffic_bytes == conv.nbytes * 3 // 2 and conv.model_bandwidth == pytest.approx(10e9 * 2 / 3)
+    assert hops[-1].nbytes == conv.nbytes // 2 + 4096     # BF16 weights + the I64 position_ids
 
 
 def test_weight_bytes_read_moe_and_tied():

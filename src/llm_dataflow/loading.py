@@ -667,11 +667,19 @@ class LoadHop:
 
     Attributes:
         hop: what moved (e.g. ``"storage → page cache"``).
-        nbytes: bytes moved.
+        nbytes: payload bytes of the hop: what it delivers (a copy) or consumes (a conversion:
+            the source tensors' bytes).  :attr:`bandwidth` is ``nbytes`` per second.
         seconds: measured wall time (``None`` when the hop was not run on this machine).
-        model_bandwidth: the analytic expectation in B/s for this hop (``None`` if none applies).
+        model_bandwidth: the expectation in payload B/s (``nbytes`` per second), comparable with
+            :attr:`bandwidth` (``None`` if none applies).  For in-memory hops it is the copy
+            bandwidth given (STREAM convention: bytes read + bytes written per second) times
+            ``nbytes / traffic_bytes``.
         model_source: what the expectation is.
         model_measured: the expectation is itself a measurement of this machine.
+        traffic_bytes: bytes the hop reads plus bytes it writes in memory (``None`` for storage
+            and link hops, whose expectation is per payload byte): a copy reads and writes each
+            byte (2 · ``nbytes``); an FP32 → BF16 conversion reads 4 B and writes 2 B per element
+            (1.5 · ``nbytes``).
     """
 
     hop: str
@@ -680,6 +688,7 @@ class LoadHop:
     model_bandwidth: float | None
     model_source: str
     model_measured: bool = False
+    traffic_bytes: int | None = None
 
     @property
     def expected_text(self) -> str:
@@ -705,9 +714,16 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
     host → device from pageable and from pinned memory.  On CPU the host → device hop is listed
     with its analytic time only (``seconds=None``).
 
-    ``memory_bandwidth`` (B/s), when given, is the expectation for the in-memory hops (e.g. the
-    machine's measured copy bandwidth); the host → device expectation is ``host_link``'s
-    per-direction bandwidth.
+    ``memory_bandwidth`` (B/s), when given, is a copy bandwidth counted as STREAM counts it (bytes
+    read + bytes written per second, e.g. :func:`~llm_dataflow.memory.memory_mountain`'s
+    ``"copy"``).  Each in-memory hop's expectation compares like with like: it is that figure
+    times the hop's payload over its traffic (:attr:`LoadHop.traffic_bytes`) — half of it for
+    the page cache → tensor copy (each byte read once, written once), two thirds of it for an
+    FP32 → BF16 conversion (4 B read, 2 B written per element, payload counted in FP32 bytes).
+    It is an upper bound: both hops write into freshly allocated memory, whose pages the OS
+    zero-fills on first touch (a write STREAM, reusing its buffers, does not pay), and the copy
+    out of the memory map also takes a page fault per page.  The host → device expectation is
+    ``host_link``'s per-direction bandwidth (a DMA moves each payload byte once over the link).
 
     Raises:
         ValueError: unknown ``host_link``; an invalid header (:func:`read_safetensors_header`);
@@ -737,13 +753,20 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
     sd = {k: v.clone() for k, v in load_file(path).items()}
     dt = time.perf_counter() - t0
     nbytes = sum(t.numel() * t.element_size() for t in sd.values())
-    hops.append(LoadHop("page cache → CPU tensors", nbytes, dt, memory_bandwidth, "memory copy bandwidth", True))
-    nbytes = sum(t.numel() * t.element_size() for t in sd.values() if t.is_floating_point())
+    traffic = 2 * nbytes  # each byte read from the page cache once and written to its tensor once
+    hops.append(LoadHop("page cache → CPU tensors", nbytes, dt,
+                        None if memory_bandwidth is None else memory_bandwidth * nbytes / traffic,
+                        "copy bandwidth ÷ 2: reads + writes each byte", True, traffic))
     t0 = time.perf_counter()
     conv = {k: _convert(k, v, to_dtype) for k, v in sd.items()}
     dt = time.perf_counter() - t0
+    changed = [k for k in sd if conv[k] is not sd[k]]  # tensors the conversion really read and wrote
+    nbytes = sum(sd[k].numel() * sd[k].element_size() for k in changed)
+    traffic = nbytes + sum(conv[k].numel() * conv[k].element_size() for k in changed)
     hops.append(LoadHop(f"dtype conversion → {str(to_dtype).replace('torch.', '')}", nbytes, dt,
-                        memory_bandwidth, "memory copy bandwidth", True))
+                        None if memory_bandwidth is None or not traffic else memory_bandwidth * nbytes / traffic,
+                        f"copy bandwidth × {nbytes / traffic:.3g}: reads source + writes result bytes"
+                        if traffic else "nothing to convert", True, traffic))
     conv_bytes = sum(t.numel() * t.element_size() for t in conv.values())
     dev = torch.device(device)
     if dev.type == "cuda":

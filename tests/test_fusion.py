@@ -107,3 +107,9 @@ def test_benchmark_reports_four_interleaved_paths():
     assert r["max_abs_diff"] < 1e-5
     with pytest.raises(ValueError, match="repeat"):
         ldf.fusion_benchmark(8, 8, repeat=0)
+    some = ldf.fusion_benchmark(40, 24, repeat=1, paths=("unfused_prealloc", "fused_prealloc"))
+    assert some["speedup_prealloc"] > 0 and some["max_abs_diff"] < 1e-5
+    assert "t_unfused" not in some and "speedup" not in some and "gbps_fused" not in some
+    for bad in ((), ("fused", "fused"), ("triton",)):
+        with pytest.raises(ValueError, match="paths"):
+            ldf.fusion_benchmark(8, 8, paths=bad)

@@ -181,3 +181,21 @@ def test_call_overhead_positive():
 def test_memory_mountain_cuda():
     pts = memory_mountain([2**20, 2**28], ops=("read",), dev="cuda", repeat=3, show_progress=False)
     assert all(p.device == "cuda" and p.bandwidth > 0 for p in pts)
+
+
+def test_time_calls_clocks():
+    calls = []
+    with ldf.torch_threads(1):
+        ts = ldf.time_calls(lambda: calls.append(sum(range(20000))), repeat=4, warmup=2, dev="cpu")
+        assert len(ts) == 4 and len(calls) == 6 and all(t > 0 for t in ts)      # thread CPU time
+        assert len(ldf.time_calls(lambda: None, 2, 0, dev="cpu", clock="wall")) == 2
+    with ldf.torch_threads(2):
+        with pytest.raises(ValueError, match="clock"):
+            ldf.time_calls(lambda: None, dev="cpu", clock="thread")            # would miss the 2nd thread
+        assert len(ldf.time_calls(lambda: None, 1, 0, dev="cpu")) == 1          # auto: wall clock
+    with pytest.raises(ValueError, match="clock"):
+        ldf.time_calls(lambda: None, dev="cpu", clock="cpu")
+    with pytest.raises(ValueError, match="repeat"):
+        ldf.time_calls(lambda: None, repeat=0, dev="cpu")
+    with pytest.raises(ValueError, match="warmup"):
+        ldf.time_calls(lambda: None, warmup=-1, dev="cpu")

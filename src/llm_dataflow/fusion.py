@@ -24,12 +24,11 @@ DRAM traffic, and fusion buys little; size the tensors past the LLC
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 
 import torch
 
-from .measure import synchronize
+from .memory import cache_levels, time_calls
 from .units import KiB, require_positive
 
 __all__ = ["norm_unfused", "norm_fused", "NormBuffers", "norm_buffers", "fused_block_rows", "fusion_bytes",
@@ -170,7 +169,6 @@ def fused_block_rows(d: int, elem_bytes: int = 4, residual: bool = True, l2_byte
     require_positive("d", d)
     require_positive("elem_bytes", elem_bytes)
     if l2_bytes is None:
-        from .memory import cache_levels
         l2 = [c.size_bytes for c in cache_levels() if c.level == 2 and c.type != "Instruction"]
         l2_bytes = l2[0] if l2 else 1024 * KiB
     require_positive("l2_bytes", l2_bytes)
@@ -303,16 +301,20 @@ _PATHS = (("unfused", False, False), ("unfused_prealloc", False, True),
 
 def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, dtype=torch.float32,
                      device=None, repeat: int = 5, seed: int = 0, threads: int | None = None,
-                     block_rows: int | None = None) -> dict:
+                     block_rows: int | None = None, paths: tuple[str, ...] | None = None) -> dict:
     """Time unfused vs fused (residual add +) RMSNorm on ``[n_rows, d]``, each with fresh and with
     preallocated outputs, and check that they agree.
 
-    The four paths run interleaved — one call of each per round, the order rotating from round to
+    ``paths`` picks which of ``"unfused", "unfused_prealloc", "fused", "fused_prealloc"`` to time
+    (default all four; ``"unfused"`` and ``"fused"`` always run once, untimed, for the check).
+    They run interleaved — one call of each per round, the order rotating from round to
     round, ``repeat`` rounds after one warm-up round — so that a neighbour's burst on a shared
     machine falls on all of them alike; each time is the median over the rounds, and each speed-up
-    the median of the per-round ratios.
+    the median of the per-round ratios.  Calls are timed by
+    :func:`llm_dataflow.memory.time_calls`: with ``threads=1`` on CPU, by the thread's CPU time
+    (page faults included, other processes' time slices not).
 
-    Returns:
+    Returns (keys of paths not timed are left out):
         ``{"t_unfused", "t_fused"`` (s, median; fresh outputs, as a caller without buffers gets),
         ``"t_unfused_prealloc", "t_fused_prealloc"`` (s, median; writing into :func:`norm_buffers`),
         ``"speedup", "speedup_prealloc"`` (median per-round ratio unfused / fused),
@@ -326,8 +328,12 @@ def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, d
         scheduling out of the comparison.
 
     Raises:
-        ValueError: non-positive sizes, ``repeat`` or ``threads``.
+        ValueError: non-positive sizes, ``repeat`` or ``threads``; an unknown or empty ``paths``.
     """
+    allowed = tuple(k for k, _, _ in _PATHS)
+    paths = allowed if paths is None else tuple(paths)
+    if not paths or any(k not in allowed for k in paths) or len(set(paths)) != len(paths):
+        raise ValueError(f"paths={paths!r} is not allowed; pick distinct names from {allowed}")
     require_positive("n_rows", n_rows)
     require_positive("d", d)
     require_positive("repeat", repeat)
@@ -349,23 +355,22 @@ def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, d
         "fused_prealloc": lambda: norm_fused(x, w, 1e-6, r, block_rows=block_rows, buffers=bufs),
     }
     warm = {"unfused": lambda: norm_unfused(x, w, 1e-6, r, record=rec)}   # counts the bytes once
-    times: dict[str, list[float]] = {k: [] for k, _, _ in _PATHS}
-    faults: dict[str, int | None] = {k: 0 for k, _, _ in _PATHS}
+    times: dict[str, list[float]] = {k: [] for k in paths}
+    faults: dict[str, int | None] = {k: 0 for k in paths}
     old = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        for rnd in range(repeat + 1):                  # round 0 is the warm-up
-            keys = [k for k, _, _ in _PATHS]
-            keys = keys[rnd % 4:] + keys[:rnd % 4]      # rotate: no path always runs first
+        for rnd in range(repeat + 1):                  # round 0 is the warm-up (and the check)
+            keys = list(paths) if rnd else list(dict.fromkeys(paths + ("unfused", "fused")))
+            keys = keys[rnd % len(keys):] + keys[:rnd % len(keys)]   # rotate: no path always first
             results = {}
             for k in keys:
                 f0 = _minor_faults()
-                synchronize(dev)
-                t0 = time.perf_counter()
-                res = (warm.get(k, calls[k]) if rnd == 0 else calls[k])()
-                synchronize(dev)
-                dt = time.perf_counter() - t0
+                box = []
+                dt = time_calls(lambda: box.append((warm.get(k, calls[k]) if rnd == 0 else calls[k])()),
+                                1, 0, dev=dev)[0]
+                res = box.pop()
                 f1 = _minor_faults()
                 if rnd:
                     times[k].append(dt)
@@ -380,15 +385,15 @@ def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, d
         torch.set_num_threads(old)
     b_unf = sum(s["bytes_read"] + s["bytes_written"] for s in rec)
     b_fus = fusion_bytes(n_rows, d, x.element_size(), residual)["fused"]
-    med = {k: statistics.median(v) for k, v in times.items()}
-    out = {"t_unfused": med["unfused"], "t_fused": med["fused"],
-           "t_unfused_prealloc": med["unfused_prealloc"], "t_fused_prealloc": med["fused_prealloc"],
-           "speedup": statistics.median(a / b for a, b in zip(times["unfused"], times["fused"])),
-           "speedup_prealloc": statistics.median(a / b for a, b in zip(times["unfused_prealloc"],
-                                                                          times["fused_prealloc"])),
-           "bytes_unfused": b_unf, "bytes_fused": b_fus,
-           "gbps_unfused": b_unf / med["unfused"], "gbps_fused": b_fus / med["fused"],
-           "block_rows": block_rows, "max_abs_diff": max_abs_diff}
-    for k, _, _ in _PATHS:
+    out = {"bytes_unfused": b_unf, "bytes_fused": b_fus, "block_rows": block_rows, "max_abs_diff": max_abs_diff}
+    for k in paths:
+        out[f"t_{k}"] = statistics.median(times[k])
         out[f"faults_{k}"] = None if faults[k] is None else faults[k] / repeat
+    for key, (a, b) in (("speedup", ("unfused", "fused")), ("speedup_prealloc", ("unfused_prealloc", "fused_prealloc"))):
+        if a in times and b in times:
+            out[key] = statistics.median(x / y for x, y in zip(times[a], times[b]))
+    if "unfused" in times:
+        out["gbps_unfused"] = b_unf / out["t_unfused"]
+    if "fused" in times:
+        out["gbps_fused"] = b_fus / out["t_fused"]
     return out

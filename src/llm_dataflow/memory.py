@@ -18,7 +18,9 @@ How it measures (and what that costs in honesty):
   counter does not see that.  Each call costs a fixed dispatch overhead (about a microsecond on
   CPU, several on GPU), which caps the copy curve at small sizes: that left edge measures
   Python + torch, not L1.
-* Each point is timed ``repeat`` times after a warm-up (``measure.time_fn``), more often where
+* Each point is timed ``repeat`` times after a warm-up (:func:`time_calls`: on one CPU thread,
+  by that thread's CPU time, so that time the scheduler gives to other processes on a shared
+  machine is not counted), more often where
   one call is short (until ``min_time_s`` of timed calls, at most ``10·repeat``: small sizes cost
   microseconds, and a neighbour's burst then hits one call of many, not the median) and only 3
   times where calls are long (DRAM sizes, once ``max_time_s`` has passed).  We keep the median and the spread.  Other processes sharing the cores and caches,
@@ -40,16 +42,17 @@ import pathlib
 import re
 import statistics
 import subprocess
+import time
 from dataclasses import dataclass
 
 import torch
 
 from .measure import device as _default_device
-from .measure import progress, time_fn
+from .measure import progress, synchronize
 from .units import KiB, MiB, fmt_bytes, require_positive
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
-           "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",
+           "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes", "time_calls",
            "mountain_sizes", "memory_mountain", "call_overhead", "tier_bandwidth", "dram_onset",
            "plot_mountain"]
 
@@ -272,17 +275,63 @@ def mountain_sizes(lo: int = 4 * KiB, hi: int | None = None, per_octave: int = 2
     return sorted(fine | set(coarse))
 
 
+def time_calls(fn, repeat: int = 5, warmup: int = 1, *, dev: torch.device | str | None = None,
+               clock: str = "auto") -> list[float]:
+    """Seconds of each of ``repeat`` calls of ``fn()`` after ``warmup`` untimed calls.
+
+    ``clock="thread"``: the calling thread's CPU time (``time.thread_time``, user + system; Linux
+    ``CLOCK_THREAD_CPUTIME_ID``).  For work that runs on the calling thread alone — torch on CPU
+    with one intra-op thread — it is the time the work took, stalls on memory and page faults
+    included, *without* the time the scheduler gave the core to other processes.  On a shared
+    2-core machine with ten runnable processes, a 10 ms forward's wall time tripled while its CPU
+    time stayed put (measured on the Intel kind).  ``clock="wall"``: ``time.perf_counter`` around
+    the call, with a GPU synchronisation.  ``"auto"``: ``"thread"`` on CPU when torch runs one
+    intra-op thread, else ``"wall"``.
+
+    Raises:
+        ValueError: ``repeat`` < 1, ``warmup`` < 0, an unknown ``clock``, or ``clock="thread"``
+            with a GPU device or more than one torch thread (other threads' work would be missed).
+    """
+    require_positive("repeat", repeat)
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup={warmup!r} is not allowed; it must be an integer >= 0")
+    if clock not in ("auto", "thread", "wall"):
+        raise ValueError(f"clock={clock!r} is not allowed; allowed: 'auto', 'thread', 'wall'")
+    dev = torch.device(dev) if dev is not None else _default_device()
+    single = dev.type == "cpu" and torch.get_num_threads() == 1
+    if clock == "auto":
+        clock = "thread" if single else "wall"
+    if clock == "thread" and not single:
+        raise ValueError(f"clock='thread' is not allowed on {dev} with {torch.get_num_threads()} torch threads; "
+                         "it needs a CPU device and torch.set_num_threads(1)")
+    for _ in range(warmup):
+        fn()
+    synchronize(dev)
+    out = []
+    for _ in range(repeat):
+        if clock == "thread":
+            t0 = time.thread_time()
+            fn()
+            out.append(time.thread_time() - t0)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            synchronize(dev)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
 def _timed(fn, repeat: int, dev: torch.device, min_time_s: float, max_time_s: float
            ) -> tuple[float, float, float]:
     fn()  # warm-up: first touch, caches filled
     ts: list[float] = []
     while len(ts) < repeat:
-        ts.append(time_fn(fn, repeat=1, warmup=0, dev=dev))
+        ts += time_calls(fn, 1, 0, dev=dev)
         if len(ts) >= 3 and sum(ts) >= max_time_s:      # long calls (DRAM sizes): 3 are enough
             break
     # short calls: more of them (up to 10·repeat), so one burst from a neighbour is one call of many
     while sum(ts) < min_time_s and len(ts) < 10 * repeat:
-        ts.append(time_fn(fn, repeat=1, warmup=0, dev=dev))
+        ts += time_calls(fn, 1, 0, dev=dev)
     return statistics.median(ts), min(ts), max(ts)
 
 
@@ -387,7 +436,7 @@ def call_overhead(dev: torch.device | str | None = None, repeat: int = 200) -> f
     require_positive("repeat", repeat)
     dev = torch.device(dev) if dev is not None else _default_device()
     src, dst = torch.ones(1, device=dev), torch.empty(1, device=dev)
-    return time_fn(lambda: [dst.copy_(src) for _ in range(repeat)], repeat=5, warmup=1, dev=dev) / repeat
+    return statistics.median(time_calls(lambda: [dst.copy_(src) for _ in range(repeat)], 5, 1, dev=dev)) / repeat
 
 
 def tier_bandwidth(points: list[MountainPoint], caches: list[CacheLevel], op: str = "read") -> dict[str, float]:

@@ -92,3 +92,28 @@ def test_public_tests_of_assignments_say_expected_and_got():
             tree = ast.parse("".join(cell["source"]))
             bare = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert) and n.msg is None]
             assert not bare, f"{path.relative_to(ROOT)} {gid}: assert without a message on line(s) {bare}"
+
+
+def test_execute_keeps_only_the_widget_state_outputs_show():
+    """tools/execute_notebooks.py: closed progress widgets leave no state; a shown calculator
+    keeps its model and every model it refers to."""
+    import importlib.util
+
+    import nbformat
+
+    spec = importlib.util.spec_from_file_location("execute_notebooks", ROOT / "tools" / "execute_notebooks.py")
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    view = {ex.WIDGET_VIEW: {"model_id": "aa", "version_major": 2, "version_minor": 0}, "text/plain": "x"}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("c", outputs=[nbformat.v4.new_output("display_data", data=view)]),
+                nbformat.v4.new_code_cell("p", outputs=[nbformat.v4.new_output("display_data",
+                                                                               data={"text/plain": "x: 3 steps"})])]
+    state = {"aa": {"state": {"children": ["IPY_MODEL_bb"]}}, "bb": {"state": {"layout": "IPY_MODEL_cc"}},
+             "cc": {"state": {}}, "dd": {"state": {"children": ["IPY_MODEL_ee"]}}, "ee": {"state": {}}}
+    nb.metadata["widgets"] = {ex.WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
+    assert ex.prune_widget_state(nb) == 2
+    assert sorted(nb.metadata["widgets"][ex.WIDGET_STATE]["state"]) == ["aa", "bb", "cc"]
+    nb.cells = nb.cells[1:]
+    ex.prune_widget_state(nb)
+    assert "widgets" not in nb.metadata

@@ -7,11 +7,16 @@ ipywidgets state (so the web book can render widgets), and prints the wall time 
 The kernels get ``LDF_STATIC_VIEWS=1``: every calculator computes its whole grid for the web
 page's static view (``llm_dataflow.live``; a reader's JupyterLab kernel skips that work).  No
 per-cell timing metadata is written (it would change on every run and say nothing to readers).
+The saved widget state keeps only the models an output still shows (and the models those refer
+to): a finished ``ldf.progress`` bar closes its widgets, and a page without a live widget then
+carries no widget state, so the web book does not load the widget manager for it.
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -27,6 +32,32 @@ def kernel_env() -> None:
     os.environ.pop("JPY_SESSION_NAME", None)   # set when this runs from a JupyterLab kernel
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def prune_widget_state(nb) -> int:
+    """Drop the saved state of widget models no output displays (directly or through an
+    ``IPY_MODEL_<id>`` reference of a displayed model); remove ``metadata.widgets`` when nothing
+    is left.  Returns the number of models dropped."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    todo = [o["data"][WIDGET_VIEW]["model_id"] for c in nb.cells for o in c.get("outputs", [])
+            if WIDGET_VIEW in o.get("data", {})]
+    keep = set()
+    while todo:
+        mid = todo.pop()
+        if mid in keep or mid not in state:
+            continue
+        keep.add(mid)
+        todo.extend(re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[mid])))
+    dropped = len(state) - len(keep)
+    for mid in set(state) - keep:
+        del state[mid]
+    if "widgets" in nb.metadata and not state:
+        del nb.metadata["widgets"]
+    return dropped
+
+
 def execute(path: pathlib.Path, timeout: int = 600) -> float:
     kernel_env()
     nb = nbformat.read(path, as_version=4)
@@ -37,6 +68,7 @@ def execute(path: pathlib.Path, timeout: int = 600) -> float:
     elapsed = time.perf_counter() - t0
     for cell in nb.cells:   # timings of an earlier run
         cell.metadata.pop("execution", None)
+    prune_widget_state(nb)
     nbformat.write(nb, path)
     return elapsed
 
@@ -45,7 +77,8 @@ def main(argv: list[str]) -> int:
     paths = [pathlib.Path(a).resolve() for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     for p in paths:
         dt = execute(p)
-        print(f"{p.relative_to(ROOT)}: executed in {dt:.1f} s", flush=True)
+        shown = p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
+        print(f"{shown}: executed in {dt:.1f} s", flush=True)
     return 0
 
 

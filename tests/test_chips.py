@@ -63,6 +63,8 @@ def test_generations_table():
     assert hop["ridge bf16 (FLOP/B)"] == "295" and hop["shared memory / SM"] == "228 KiB"
     assert hop["L2"] == "50 MiB" and hop["HBM"] == "3,350 GB/s" and hop["global → shared"] == "TMA"
     assert rows[2]["L2"] == "not published" and rows[2]["TMEM / SM"] == "256 KiB"
+    # a batch-1 GEMV stages nothing: global -> registers on every generation
+    assert {r["batch-1 GEMV weights"] for r in rows} == {"global → registers"}
     with pytest.raises(ValueError, match="fp8"):
         generations_table("fp8")   # A100 publishes no FP8 peak
 
@@ -76,3 +78,13 @@ def test_profiler_metrics_table():
     names = " ".join(m["metric"] for m in PROFILER_METRICS)
     assert "dram__bytes_read.sum" in names and "lts__t_sector_hit_rate.pct" in names
     assert all(set(m) == {"metric", "shows", "source code cannot tell"} for m in PROFILER_METRICS)
+
+
+def test_on_chip_names_across_vendors():
+    roles = [r["role"] for r in ldf.ON_CHIP_NAMES]
+    assert roles[1] == "programmable on-chip scratchpad"
+    scratch = ldf.ON_CHIP_NAMES[1]
+    assert (scratch["NVIDIA"], scratch["AMD"], scratch["Intel"]) == (
+        "shared memory", "LDS (local data share)", "SLM (shared local memory)")
+    assert all(set(r) == {"role", "NVIDIA", "AMD", "Intel"} for r in ldf.ON_CHIP_NAMES)
+    assert "carveout" in ldf.ON_CHIP_NAMES[2]["NVIDIA"]

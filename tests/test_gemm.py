@@ -64,7 +64,8 @@ def test_untiled_reuse_is_one_and_large_tiles_approach_limit():
 
 def test_working_set_and_dtype_bytes():
     t = gemm_traffic(10, 10, 10, 128, 128, 64, "fp8")
-    assert t.working_set_bytes == (128 * 64 + 64 * 128) * 1 + 128 * 128 * 4
+    assert t.stage_bytes == (128 * 64 + 64 * 128) * 1 and t.accumulator_bytes == 128 * 128 * 4
+    assert t.working_set_bytes == t.stage_bytes + t.accumulator_bytes
     assert gemm_traffic(3, 3, 3, 2, 2, 2, "int4").bytes_per_element == 0.5
 
 
@@ -85,11 +86,41 @@ def test_report_verdicts():
     assert r["ridge point (FLOP/B)"] == round(ldf.ridge_point("H100-SXM", "bf16"), 1) == 295.3
     assert r["verdict, no L2 reuse"] == "memory-bound"
     assert r["verdict, perfect L2"] == "compute-bound"
-    assert r["fits shared memory per SM"] == "yes"
+    assert r["stages fit shared memory per SM"] == "yes" and r["accumulator fits"] == "yes"
     r = gemm_tile_report(1, 4096, 4096, "bf16", 128, 128, 64, "H100-SXM")  # decode: one token
     assert r["verdict, perfect L2"] == "memory-bound"
     r = gemm_tile_report(16, 4096, 4096, "fp8", 128, 128, 64, "A100-80GB-SXM")
     assert r["ridge point (FLOP/B)"] == "n/a" and r["verdict, perfect L2"].startswith("n/a")
+
+
+def test_report_checks_each_part_against_its_own_memory():
+    # 256x256x64 BF16: 64 KiB of input tiles per stage (shared memory) and a 256 KiB FP32
+    # accumulator (registers on Hopper, TMEM on Blackwell) -- never their 320 KiB sum against smem
+    t = gemm_traffic(4096, 4096, 4096, 256, 256, 64, "bf16")
+    assert t.stage_bytes == 64 * 1024 and t.accumulator_bytes == 256 * 1024
+    assert t.working_set_bytes == 320 * 1024
+    h = gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "H100-SXM", stages=3)
+    assert h["input tiles per stage (bytes)"] == 65_536
+    assert h["shared memory, stages × input tiles (bytes)"] == 196_608         # 3 × 64 KiB of 228 KiB
+    assert h["stages fit shared memory per SM"] == "yes" and h["most stages that fit"] == 3
+    assert h["accumulator lives in"] == "registers" and h["accumulator share of that storage"] == "100%"
+    assert h["accumulator fits"] == "no"                                      # the whole register file
+    assert gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "H100-SXM", stages=4)[
+        "stages fit shared memory per SM"] == "no"                            # 256 KiB > 228 KiB
+    b = gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "B200", stages=3)
+    assert b["accumulator lives in"] == "Tensor Memory (TMEM)" and b["accumulator fits"] == "yes"
+    assert b["accumulator share of that storage"] == "100%"                   # 128 lanes x 512 cols x 4 B
+    # the chapter's Hopper tile: 128x256, 48 KiB per stage, 4 stages = 192 KiB; accumulator half the RF
+    c = gemm_tile_report(8192, 8192, 8192, "bf16", 128, 256, 64, "H100-SXM", stages=4)
+    assert c["shared memory, stages × input tiles (bytes)"] == 4 * 48 * 1024
+    assert c["stages fit shared memory per SM"] == "yes" and c["accumulator share of that storage"] == "50%"
+    assert c["accumulator fits"] == "yes"
+    a = gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "A100-80GB-SXM")
+    assert a["most stages that fit"] == 2 and a["accumulator fits"] == "no"   # 164 KiB smem
+    # the row names do not depend on the arguments (a calculator shows a fixed set of rows)
+    assert list(gemm_tile_report(stages=5)) == list(h)
+    with pytest.raises(ValueError, match="stages"):
+        gemm_tile_report(stages=0)
 
 
 @pytest.mark.parametrize("kwargs,field", [

@@ -1,21 +1,27 @@
 """Where a GEMM's tiles live on three NVIDIA generations (chapter 04).
 
-A tensor-core GEMM moves each tile down the same ladder — HBM → L2 → shared memory → (registers
-or Tensor Memory) → tensor core — but which instruction moves it, and where the operands and the
-accumulator sit while the tensor core works, changed with every generation:
+There is no fixed ladder that every byte climbs.  Data enter an SM from global memory (HBM,
+through L2) and end in the tensor cores or the CUDA cores, but *where they are staged on the way*
+depends on the generation and on the kernel:
 
 * **Ampere** (A100, sm_80): ``cp.async`` copies global → shared without passing through
   registers; ``ldmatrix`` loads shared → register fragments; ``mma.sync`` (one warp) reads A and
-  B fragments *from registers* and accumulates into registers.
+  B fragments *from registers* and accumulates into registers.  (Before ``cp.async``, and in
+  kernels that do not use it, a tile goes global → registers → shared.)
 * **Hopper** (H100/H200, sm_90a): the **TMA** (Tensor Memory Accelerator) copies whole tiles
   global ↔ shared in bulk (``cp.async.bulk.tensor``, one thread issues it, an ``mbarrier``
-  signals arrival, optional multicast to a cluster); ``wgmma.mma_async`` (a warpgroup of 4
-  warps) reads B *from shared memory* (A from shared memory or registers) and accumulates into
-  registers.
+  signals arrival, optional multicast to a cluster) — no registers on the way; ``wgmma.mma_async``
+  (a warpgroup of 4 warps) reads B *from shared memory* (A from shared memory or registers) and
+  accumulates into registers.
 * **Blackwell** (B200, sm_100a): the TMA still feeds shared memory; ``tcgen05.mma`` (issued by
   one thread) reads B from shared memory, A from shared memory or **TMEM**, and keeps the
   accumulator in **Tensor Memory (TMEM)**, a 256 KiB per-SM store beside the tensor cores
   (``tcgen05.ld`` moves results TMEM → registers for the epilogue).
+* **No reuse, no staging** (:data:`DECODE_GEMV_PATH`): a batch-1 decode projection (a GEMV) uses
+  each weight once, so there is nothing to stage; such kernels read the weights with wide vector
+  loads straight into registers, on every generation (TensorRT-LLM's weight-only batched GEMV,
+  ``cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv/kernel.h``: weights global → registers,
+  dequantised and accumulated there; only the per-group scales go through shared memory).
 
 TMA and TMEM are different things: the TMA is a *copy engine* (global ↔ shared), TMEM is a
 *memory* (tensor-core accumulators).  Hopper has the TMA and no TMEM; Blackwell has both.
@@ -38,7 +44,7 @@ from .hardware import HardwareSpec, hardware, ridge_point
 from .units import fmt_bytes
 
 __all__ = ["ChipGeneration", "GENERATIONS", "generation", "generations_table", "PROFILER_METRICS",
-           "TMA_VS_TMEM"]
+           "TMA_VS_TMEM", "DECODE_GEMV_PATH", "ON_CHIP_NAMES"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,28 @@ TMA_VS_TMEM: dict[str, str] = {
     "optionally operand A) for tcgen05.mma; filled and drained by tcgen05.mma / tcgen05.cp / tcgen05.ld",
 }
 
+#: Where a batch-1 GEMV (a decode projection, M = 1) keeps its weights on every generation: each
+#: weight is used once, so no tile is staged in shared memory (source: TensorRT-LLM
+#: ``weightOnlyBatchedGemv/kernel.h``, a GMemIterator loads weights into registers).
+DECODE_GEMV_PATH = ("global → registers (wide vector loads; each weight used once, nothing staged in "
+                    "shared memory); accumulate in registers")
+
+#: NVIDIA's names for the on-chip storage of an SM and the nearest AMD (CDNA, ROCm docs "GPU
+#: specifications" and "Compute unit") and Intel (Xe, oneAPI GPU Optimization Guide) terms.  Sizes
+#: differ; the roles are close, not identical.
+ON_CHIP_NAMES: list[dict[str, str]] = [
+    {"role": "per-thread registers", "NVIDIA": "register file (64 K × 32-bit per SM)",
+     "AMD": "VGPRs (and AccVGPRs for matrix accumulators)", "Intel": "GRF (general register file)"},
+    {"role": "programmable on-chip scratchpad", "NVIDIA": "shared memory",
+     "AMD": "LDS (local data share)", "Intel": "SLM (shared local memory)"},
+    {"role": "per-SM cache of global memory", "NVIDIA": "L1 (same array as shared memory, split by a carveout)",
+     "AMD": "vL1D (vector L1 cache)", "Intel": "L1 cache (shares storage with SLM)"},
+    {"role": "tensor-core accumulator memory", "NVIDIA": "TMEM (Blackwell)", "AMD": "AccVGPRs (CDNA)",
+     "Intel": "— (accumulators in the GRF)"},
+    {"role": "device-wide cache", "NVIDIA": "L2", "AMD": "L2 per XCD, Infinity Cache (MI300)",
+     "Intel": "L2 / last-level cache"},
+]
+
 #: What Nsight Compute (``ncu``) measures that the kernel's source does not show.  Metric names
 #: from the Nsight Compute CLI documentation ("nvprof transition guide", metric comparison table)
 #: and the Kernel Profiling Guide ("Memory Workload Analysis", "Metrics Structure").
@@ -221,5 +249,6 @@ def generations_table(dtype: str = "bf16") -> list[dict[str, str]]:
             "A from": g.a_operand,
             "B from": g.b_operand,
             "accumulator in": g.accumulator.split(":")[0],
+            "batch-1 GEMV weights": DECODE_GEMV_PATH.split(" (")[0],
         })
     return rows

@@ -132,11 +132,28 @@ class GemmTraffic:
         return arithmetic_intensity(self.flops, self.compulsory_bytes)
 
     @property
-    def working_set_bytes(self) -> float:
-        """On-chip bytes one output tile needs: an X tile and a W tile in the input dtype plus
-        an fp32 accumulator tile, ``(bm·bk + bk·bn)·b + bm·bn·4`` (single-buffered)."""
+    def stage_bytes(self) -> float:
+        """Bytes of one pipeline stage of input tiles, an X tile and a W tile in the input dtype:
+        ``(bm·bk + bk·bn)·b``.  On a GPU these live in shared memory, one copy per stage of the
+        load pipeline (the TMA or ``cp.async`` fills stage s + 1 while the tensor cores read
+        stage s)."""
         bm, bn, bk = self.block_m, self.block_n, self.block_k
-        return (bm * bk + bk * bn) * self.bytes_per_element + bm * bn * ACCUMULATOR_BYTES
+        return (bm * bk + bk * bn) * self.bytes_per_element
+
+    @property
+    def accumulator_bytes(self) -> int:
+        """Bytes of the FP32 accumulator of one output tile, ``bm·bn·4``.  It does *not* live in
+        shared memory: in registers on Ampere and Hopper (``mma.sync``/``wgmma``), in Tensor
+        Memory on Blackwell (``tcgen05.mma``; PTX ISA)."""
+        return self.block_m * self.block_n * ACCUMULATOR_BYTES
+
+    @property
+    def working_set_bytes(self) -> float:
+        """On-chip bytes one output tile needs, all storage kinds together and single-buffered:
+        :attr:`stage_bytes` + :attr:`accumulator_bytes`, ``(bm·bk + bk·bn)·b + bm·bn·4``.  The two
+        parts live in different memories, so never compare this sum with one of them;
+        :func:`gemm_tile_report` checks each part against its own capacity."""
+        return self.stage_bytes + self.accumulator_bytes
 
 
 def _check_blocks(block_m, block_n, block_k) -> None:
@@ -243,27 +260,47 @@ def tiled_matmul(X: torch.Tensor, W: torch.Tensor, block_m: int = 64, block_n: i
 
 def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "bf16",
                      block_m: int = 128, block_n: int = 128, block_k: int = 64,
-                     hw: HardwareSpec | str = "H100-SXM") -> dict:
+                     hw: HardwareSpec | str = "H100-SXM", stages: int = 2) -> dict:
     """A calculator for chapter 04's widget: a tiled GEMM's global bytes and arithmetic
-    intensity against the ridge point of ``hw`` (``hardware.ridge_point``).
+    intensity against the ridge point of ``hw`` (``hardware.ridge_point``), and whether its
+    tiles fit on one SM — each part checked against the memory it really lives in.
 
     Two intensities bracket what the DRAM sees: ``tile`` counts every tile load as a DRAM read
     (no L2 reuse between tiles), ``compulsory`` counts each matrix once (perfect L2 reuse).  Real
     kernels land in between; Nsight Compute's ``dram__bytes_read.sum`` tells you where.
 
+    Capacity checks (one output tile per SM):
+
+    * **input stages → shared memory**: ``stages × (bm·bk + bk·bn)·b`` against
+      ``hw.smem_per_sm_bytes``; ``stages`` ≥ 2 lets the copy of the next K step overlap the
+      math on this one (double buffering; CUTLASS's Hopper/Blackwell kernels use as many as fit).
+      The report also gives the most stages that fit.
+    * **FP32 accumulator → registers or TMEM**: ``bm·bn·4`` bytes.  Where ``hw`` has Tensor
+      Memory (Blackwell, ``tmem_per_sm_bytes`` > 0) it must fit TMEM (≤); elsewhere (Ampere,
+      Hopper) it lives in the register file (``registers_per_sm_bytes``, 64 K 32-bit registers
+      per SM) and must leave room for operand fragments, addresses and indices, so it must be
+      strictly smaller (CUDA C++ Programming Guide, technical specifications per compute
+      capability; PTX ISA ``wgmma``/``tcgen05.mma``).  A 256-row Blackwell tile is computed by a
+      pair of SMs (``tcgen05.mma.cta_group::2``), each holding half: the check here is per tile.
+
     Args:
         M, N, K, block_m, block_n, block_k, dtype: as in :func:`gemm_traffic`.
         hw: a :class:`HardwareSpec` or preset name.
+        stages: pipeline depth of the input tiles in shared memory (integer ≥ 1).
 
     Returns:
-        ``{name: value}`` — FLOP, global bytes (tile loads + stores), compulsory bytes, the two
-        intensities (FLOP/B), reuse per loaded byte, the ridge point (FLOP/B), the verdict for
-        each intensity, and whether the single-buffered working set fits the SM's shared memory.
+        ``{name: value}`` (the same names whatever the arguments) — FLOP, global bytes (tile
+        loads + stores), compulsory bytes, the two intensities (FLOP/B), reuse per loaded byte,
+        the ridge point (FLOP/B), the verdict for each intensity; input bytes per stage, the
+        pipeline stages, the shared memory they need, whether they fit and the most stages that
+        fit; accumulator bytes, where it lives, its share of that storage and whether it fits.
 
     Raises:
-        ValueError: as :func:`gemm_traffic`, or an unknown preset.  A dtype without a published
-            peak on ``hw`` gives ``"n/a"`` for the ridge and verdicts instead.
+        ValueError: as :func:`gemm_traffic`, an unknown preset, or ``stages`` not a positive
+            integer.  A dtype without a published peak on ``hw`` gives ``"n/a"`` for the ridge
+            and verdicts instead.
     """
+    require_positive("stages", stages)
     spec = hardware(hw) if isinstance(hw, str) else hw
     t = gemm_traffic(M, N, K, block_m, block_n, block_k, dtype)
     # A part without a published peak for dtype (A100 has no FP8 tensor cores; B200's
@@ -275,6 +312,13 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
             return f"n/a: no published {dtype} peak for {spec.name}"
         return "compute-bound" if ai >= ridge else "memory-bound"
 
+    smem = stages * t.stage_bytes                     # bytes of shared memory the input pipeline needs
+    if spec.tmem_per_sm_bytes > 0:                    # Blackwell: tcgen05.mma accumulates in TMEM
+        home, cap = "Tensor Memory (TMEM)", spec.tmem_per_sm_bytes
+        acc_fits = t.accumulator_bytes <= cap
+    else:                                             # Ampere/Hopper: mma.sync/wgmma accumulate in registers
+        home, cap = "registers", spec.registers_per_sm_bytes
+        acc_fits = t.accumulator_bytes < cap          # operands, addresses and indices need registers too
     return {
         "FLOP": t.flops,
         "global bytes (tile loads + Y stores)": int(t.global_bytes),
@@ -285,6 +329,13 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
         "ridge point (FLOP/B)": round(ridge, 1) if ridge is not None else "n/a",
         "verdict, no L2 reuse": verdict(t.arithmetic_intensity),
         "verdict, perfect L2": verdict(t.compulsory_intensity),
-        "tile working set (bytes)": int(t.working_set_bytes),
-        "fits shared memory per SM": "yes" if t.working_set_bytes <= spec.smem_per_sm_bytes else "no",
+        "input tiles per stage (bytes)": int(t.stage_bytes),
+        "pipeline stages": stages,
+        "shared memory, stages × input tiles (bytes)": int(smem),
+        "stages fit shared memory per SM": "yes" if smem <= spec.smem_per_sm_bytes else "no",
+        "most stages that fit": int(spec.smem_per_sm_bytes // t.stage_bytes),
+        "fp32 accumulator (bytes)": t.accumulator_bytes,
+        "accumulator lives in": home,
+        "accumulator share of that storage": f"{t.accumulator_bytes / cap:.0%}",
+        "accumulator fits": "yes" if acc_fits else "no",
     }

@@ -76,7 +76,6 @@ def _tensor_bytes(t, dtype: str, quant: QuantSpec | None) -> int:
     return math.ceil(t.numel * dtype_bits(dtype) / 8)
 
 
-@functools.lru_cache(maxsize=4096)
 def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None = None) -> int:
     """Bytes of all weights of ``cfg`` as stored (int; tied embeddings once).
 
@@ -93,8 +92,12 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None 
     if quant is not None and not isinstance(quant, QuantSpec):
         raise ValueError(f"quant={quant!r} is not allowed; give a QuantSpec or None")
     p = _as_plan(dtype)
-    q = quant if quant is not None else p.quant
-    return sum(_tensor_bytes(t, p.weights, q) for t in tensor_specs(cfg))
+    return _weight_bytes(cfg, p.weights, quant if quant is not None else p.quant)
+
+
+@functools.lru_cache(maxsize=4096)   # calculators evaluate whole grids of settings
+def _weight_bytes(cfg: ModelConfig, dtype: str, quant: QuantSpec | None) -> int:
+    return sum(_tensor_bytes(t, dtype, quant) for t in tensor_specs(cfg))
 
 
 def layer_weight_bytes(cfg, dtype="bf16") -> int:

@@ -249,7 +249,16 @@ def _plan(dtype) -> PrecisionPlan:
 
 
 def _as_plan(dtype, kv_dtype=None, compute_dtype=None) -> PrecisionPlan:
-    p = dtype if isinstance(dtype, PrecisionPlan) else _plan(dtype)
+    if isinstance(dtype, PrecisionPlan):
+        p = dtype
+    elif isinstance(dtype, str):
+        p = _plan(dtype)          # cached: calculators parse the same names thousands of times
+    else:
+        p = precision_plan(dtype)  # a QuantSpec, or a bad value that raises ValueError
+    if kv_dtype is not None and not isinstance(kv_dtype, str):
+        raise ValueError(f"kv_dtype={kv_dtype!r} is not allowed; give a dtype name")
+    if compute_dtype is not None and not isinstance(compute_dtype, str):
+        raise ValueError(f"compute_dtype={compute_dtype!r} is not allowed; give a dtype name")
     if kv_dtype is not None or compute_dtype is not None:
         p = precision_plan(p, kv=kv_dtype, compute=compute_dtype)
     return p

@@ -95,3 +95,68 @@ def test_moe_expert_bytes_use_expected_experts_hit_like_weight_bytes_read():
     N, cfgd = 6, ldf.model_config("tiny-llama")
     assert d["gate_proj"][1] == (N * cfgd.d_model + cfgd.d_model * cfgd.d_ff + N * cfgd.d_ff) * 4
     assert d["silu*mul"][0] == 6 * N * cfgd.d_ff  # sigmoid 4 + ×g + ×up
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_attention_row_counts_the_unfused_kernels_it_runs(dtype, phase):
+    # the ledger's attention writes [B, H, T, S] scores and probabilities and reads them back;
+    # kernel by kernel, the bytes counted from the tensors it made equal attention_traffic's
+    cfg = ldf.model_config("tiny-llama").replace(sliding_window=4)
+    torch.manual_seed(0)
+    model = ldf.Decoder(cfg, dtype=dtype)
+    f = ldf.op_ledger(cfg, batch=3, seq_len=7, phase=phase, context_len=5, model=model)
+    T, S = (7, 7) if phase == "prefill" else (1, 6)
+    e = 4 if dtype == torch.float32 else 2
+    model_k = ldf.attention_traffic(3, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, T, S, e)
+    assert f.attrs["attention_kernels"] == model_k
+    row = f.set_index("op").loc["attention"]
+    assert row["bytes"] == sum(r + w for _, r, w in model_k) == row["bytes_analytic"]
+    # about 32 B per score element beyond q/K/V/out, in FP32 and in BF16 alike
+    fused = ldf.attention_traffic(3, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, T, S, e, "fused")
+    ns = 3 * cfg.n_heads * T * S
+    assert row["bytes"] - sum(r + w for _, r, w in fused) == 32 * ns + T * S
+
+
+def test_attention_traffic_closed_form_and_errors():
+    # Llama-3-8B, one layer, prefill of 8192 tokens in BF16: unfused vs fused
+    eager = sum(r + w for _, r, w in ldf.attention_traffic(1, 32, 8, 128, 8192, 8192, 2))
+    fused = sum(r + w for _, r, w in ldf.attention_traffic(1, 32, 8, 128, 8192, 8192, 2, "fused"))
+    assert fused == (2 * 32 + 2 * 8) * 8192 * 128 * 2 == 167_772_160
+    assert eager == fused + 32 * 32 * 8192 * 8192 + 8192 * 8192 == 68_954_357_760
+    c = ldf.analytic_op_costs(ldf.model_config("Llama-3-8B"), 1, 8192, elem_bytes=2, attention="fused")
+    assert c["attention"][1] == fused
+    with pytest.raises(ValueError, match="kernel"):
+        ldf.attention_traffic(1, 4, 2, 8, 3, 3, 4, "flash")
+    with pytest.raises(ValueError, match="keys=2"):
+        ldf.attention_traffic(1, 4, 2, 8, 3, 2)
+    with pytest.raises(ValueError, match="attention"):
+        ldf.analytic_op_costs(ldf.model_config("tiny-llama"), 1, 4, attention="paged")
+
+
+def test_prefill_and_decode_are_regions_not_definitions():
+    # chapter 03: a 128-token prefill of Llama-3-8B in BF16 is below every ridge the chapter prints
+    p = ldf.layer_costs("Llama-3-8B", "prefill", 1, 128)
+    assert p["intensity (FLOP/B)"] == 115.7
+    assert p["intensity (FLOP/B)"] < min(ldf.ridge_point(h) for h in ("A100-80GB-SXM", "H100-SXM", "B200"))
+    r = ldf.op_regions("Llama-3-8B", "prefill", 1, 128)
+    assert (r["matmuls (FLOP/B)"], r["attention (FLOP/B)"], r["ridge (FLOP/B)"]) == (122.1, 102.4, 295.3)
+    assert r["matmuls"] == r["attention"] == "memory-bound"
+    assert ldf.op_regions("Llama-3-8B", "prefill", 1, 1024)["matmuls"] == "compute-bound"
+    # a large decode batch: the matmuls cross the ridge, attention (GQA, 4 FLOP/B) never does
+    d = ldf.op_regions("Llama-3-8B", "decode", 512, 1024)
+    assert (d["matmuls (FLOP/B)"], d["matmuls"]) == (429.4, "compute-bound")
+    assert (d["attention (FLOP/B)"], d["attention"]) == (4.0, "memory-bound")
+    assert ldf.op_regions("Llama-3-8B", "decode", 64, 1024)["matmuls (FLOP/B)"] == 62.5
+    # N = B·T rows per weight read decides the matmuls, whichever phase supplies them
+    assert ldf.matmul_ridge_tokens("Llama-3-8B", "H100-SXM") == 333
+    assert ldf.matmul_ridge_tokens("Llama-3-8B", "A100-80GB-SXM") == 163
+    assert ldf.matmul_ridge_tokens("Mixtral-8x7B", "H100-SXM") == 1310   # each expert sees ~N·k/E
+    n = ldf.matmul_ridge_tokens("Llama-3-8B")
+    below, at = (ldf.op_regions("Llama-3-8B", "prefill", 1, t) for t in (n - 1, n))
+    assert below["matmuls"] == "memory-bound" and at["matmuls"] == "compute-bound"
+    assert ldf.op_regions("Llama-3-8B", "decode", n, 0)["matmuls"] == "compute-bound"
+    # chapter 05's critical batch counts a whole step's weight bytes only: a little smaller
+    assert ldf.critical_batch(ldf.model_config("Llama-3-8B"), "H100-SXM") == 297
+    with pytest.raises(ValueError, match="max_tokens"):
+        ldf.matmul_ridge_tokens("Llama-3-8B", max_tokens=8)

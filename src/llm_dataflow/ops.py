@@ -9,16 +9,25 @@ checks that its output equals the layer's), and records for each operator
   GPU attention kernels); elementwise work (norms, RoPE, SiLU, residual adds) counts 0 — and CPU
   ``scaled_dot_product_attention`` counts 0 too, which is why the ledger computes attention with
   explicit matmuls;
-* ``bytes_read`` / ``bytes_written`` — from the sizes of the tensors the operator takes and
-  returns (weights included), i.e. the traffic of one kernel per operator that reads each input
-  once and writes each output once.  One convention throughout: **one kernel per matmul**, so an
-  input that feeds two matmuls (the normalised x into ``gate_proj`` and ``up_proj``, dense or
-  expert) is read twice;
+* ``bytes_read`` / ``bytes_written`` — *modelled* from the sizes of the tensors each kernel of the
+  operator takes and returns (weights included): every kernel reads each input once and writes
+  each output once.  Nothing here is timed, and caches are ignored (a re-read that hits a CPU
+  cache or a GPU's L2 is still counted).  One convention throughout: **one kernel per matmul**,
+  so an input that feeds two matmuls (the normalised x into ``gate_proj`` and ``up_proj``, dense
+  or expert) is read twice.  Attention runs as the *unfused* (eager) sequence that
+  transformers' ``eager_attention_forward`` runs — ``QKᵀ``, scale, mask, softmax in FP32, ``PV``
+  — and its row counts the ``[B, H, T, S]`` scores and probabilities each of those kernels writes
+  and reads back (:func:`attention_traffic`); a fused kernel's traffic is
+  ``attention_traffic(..., kernel="fused")``;
 * ``flops_analytic`` / ``bytes_analytic`` — the closed-form count of :func:`analytic_op_costs`
   (formulas in its docstring).  Matmul FLOPs: ``2·M·N·K`` (one multiply + one add per term).
 
 Shapes: B batch, T new tokens per row, C tokens already in the KV cache (decode context),
 S = C + T keys attended, D d_model, H/H_kv heads, d_h head_dim, F d_ff, E experts, k per token.
+
+Prefill and decode are *regions*, not definitions: a matmul's intensity depends on N = B·T, the
+tokens that share one read of its weights, whichever phase supplies them (:func:`op_regions`,
+:func:`matmul_ridge_tokens`).
 """
 from __future__ import annotations
 
@@ -31,9 +40,17 @@ from .config import ModelConfig, model_config, tensor_specs
 from .model import Decoder, _check_supported, apply_rope, linear, rms_norm, route
 from .units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
-__all__ = ["op_ledger", "analytic_op_costs", "ledger_totals", "layer_costs", "PHASES"]
+__all__ = ["op_ledger", "analytic_op_costs", "attention_traffic", "ledger_totals", "layer_costs", "op_regions",
+           "matmul_ridge_tokens", "PHASES", "ATTENTION_KERNELS", "MATMUL_OPS"]
 
 PHASES = ("prefill", "decode")
+
+#: How attention's bytes are counted: ``"eager"`` (the ledger's unfused sequence) or ``"fused"``.
+ATTENTION_KERNELS = ("eager", "fused")
+
+#: Operators of a layer that are weight matmuls (the rows :func:`op_regions` groups as "matmuls").
+MATMUL_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "router",
+              "experts (routed)", "shared_expert")
 
 _ELEM = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.float64: 8}
 
@@ -51,9 +68,60 @@ def _shape_args(cfg, batch, seq_len, phase, context_len):
     return seq_len, 0
 
 
+def attention_traffic(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, seq_len: int, keys: int,
+                      elem_bytes: int = 4, kernel: str = "eager") -> list[tuple[str, int, int]]:
+    """Modelled HBM traffic of one layer's attention, kernel by kernel: ``[(kernel, bytes read,
+    bytes written)]`` (bytes from tensor sizes; each kernel reads each input once and writes its
+    output once).
+
+    Shapes: B = ``batch``, H/H_kv heads, d_h, T = ``seq_len`` queries, S = ``keys`` keys; element
+    size e = ``elem_bytes``; q and out are ``B·H·T·d_h`` elements, K and V ``B·H_kv·S·d_h`` each,
+    the scores ``N_s = B·H·T·S``.
+
+    * ``"eager"`` — the sequence of transformers' ``eager_attention_forward`` (Llama;
+      ``transformers/models/llama/modeling_llama.py``) as :func:`op_ledger` runs it, with GQA
+      folded so K/V are not repeated: ``QKᵀ`` (reads q, K; writes N_s·e), scale (N_s·e each way),
+      mask (reads N_s·e and the ``[T, S]`` boolean mask, 1 B each, built once per forward and
+      broadcast over B and H; writes N_s·e), then, when e ≠ 4, a cast to FP32 (reads N_s·e,
+      writes 4·N_s), softmax in FP32 (4·N_s each way), a cast back (reads 4·N_s, writes N_s·e),
+      and ``PV`` (reads N_s·e and V, writes out).  About 32 bytes per score element in FP32 and
+      in BF16 alike.
+    * ``"fused"`` — one kernel that keeps scores on chip (FlashAttention, Dao et al. 2022,
+      arXiv:2205.14135): q, K, V read once, out written once.  This is the floor: FlashAttention
+      streams K/V once per block of queries (its Theorem 2: Θ(N²d²/M) HBM accesses for SRAM of
+      M elements), and only caches (a GPU's L2) bring the re-reads back to about once.
+
+    Raises:
+        ValueError: a size < 1 (``keys`` < ``seq_len``), an unknown ``kernel``.
+    """
+    for name, v in (("batch", batch), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
+                    ("seq_len", seq_len), ("keys", keys), ("elem_bytes", elem_bytes)):
+        require_positive(name, v)
+    if keys < seq_len:
+        raise ValueError(f"keys={keys} < seq_len={seq_len}: the queries are the last T of S keys")
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f"kernel={kernel!r} is not allowed; allowed: {', '.join(ATTENTION_KERNELS)}")
+    e = elem_bytes
+    q = batch * n_heads * seq_len * head_dim * e    # q in, and out (same size)
+    kv = batch * n_kv_heads * keys * head_dim * e   # K, and V (same size)
+    if kernel == "fused":
+        return [("fused attention (q, K, V in; out)", q + 2 * kv, q)]
+    ns = batch * n_heads * seq_len * keys           # score elements
+    out = [("QKᵀ → scores", q + kv, ns * e),
+           ("scale", ns * e, ns * e),
+           ("mask", ns * e + seq_len * keys, ns * e)]
+    if e != 4:
+        out.append(("cast scores → FP32", ns * e, ns * 4))
+    out.append(("softmax (FP32)", ns * 4, ns * 4))
+    if e != 4:
+        out.append(("cast probabilities back", ns * 4, ns * e))
+    out.append(("P·V → out", ns * e + kv, q))
+    return out
+
+
 def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "prefill",
                       context_len: int = 0, elem_bytes: int = 4, layer: int = 0,
-                      active_experts: int | None = None) -> dict[str, tuple[int, int]]:
+                      active_experts: int | None = None, attention: str = "eager") -> dict[str, tuple[int, int]]:
     """Closed-form ``{operator: (FLOPs, bytes)}`` for one layer (``layer`` picks dense vs MoE).
 
     With ``N = B·T`` tokens (T = ``seq_len`` in prefill, 1 in decode), ``S = C + T``, ``e`` =
@@ -66,8 +134,9 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
       (q, k and the cos/sin rows), written ``N·(H+H_kv)·d_h``.
     * KV-cache write: ``2·N·H_kv·d_h`` elements read and written, 0 FLOPs.
     * attention: FLOPs ``4·B·H·T·S·d_h`` (QKᵀ and PV, masked entries included, as dense kernels
-      compute them); bytes ``(B·H·T·d_h + 2·B·H_kv·S·d_h + B·H·T·d_h)·e`` (q, K, V, out: a fused
-      kernel's traffic, the ``[B, H, T, S]`` scores never leave the chip).
+      compute them; scale, mask and softmax not counted); bytes the sum of
+      :func:`attention_traffic` for ``attention`` = ``"eager"`` (default: what :func:`op_ledger`
+      runs, scores and probabilities written and read back) or ``"fused"`` (q, K, V, out only).
     * residual add: FLOPs ``N·D``; bytes ``3·N·D·e``.  SiLU·mul ``silu(g)·u``: FLOPs ``6·N·F``
       (sigmoid = negate, exp, add, divide, an exp counted as 1 FLOP: 4; then ×g and ×u: 2),
       bytes ``3·N·F·e``.
@@ -87,10 +156,12 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
     per token for QKᵀ, the same for PV).
 
     Raises:
-        ValueError: bad phase / sizes (named).
+        ValueError: bad phase / sizes / ``attention`` (named).
     """
     T, C = _shape_args(cfg, batch, seq_len, phase, context_len)
     _check_supported(cfg)
+    if attention not in ATTENTION_KERNELS:
+        raise ValueError(f"attention={attention!r} is not allowed; allowed: {', '.join(ATTENTION_KERNELS)}")
     B, D, H, Hkv, dh, e = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, elem_bytes
     N, S = B * T, C + T
 
@@ -107,7 +178,8 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
         out["q_norm+k_norm"] = (4 * N * (H + Hkv) * dh, (2 * N * (H + Hkv) * dh + 2 * dh) * e)
     out["rope"] = (3 * N * (H + Hkv) * dh, (2 * N * (H + Hkv) * dh + 2 * T * dh) * e)
     out["kv_cache_write"] = (0, 4 * N * Hkv * dh * e)
-    out["attention"] = (4 * B * H * T * S * dh, (2 * B * H * T * dh + 2 * B * Hkv * S * dh) * e)
+    out["attention"] = (4 * B * H * T * S * dh,
+                        sum(r + w for _, r, w in attention_traffic(B, H, Hkv, dh, T, S, e, attention)))
     out["o_proj"] = lin(H * dh, D, cfg.attention_out_bias)
     out["residual_add_1"] = add
     out["post_attention_layernorm"] = norm
@@ -151,7 +223,8 @@ def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = 
         batch: B.  seq_len: T in prefill (ignored in decode, where T = 1).
         phase: ``"prefill"`` (T new tokens, no history) or ``"decode"`` (1 new token per row
             after ``context_len`` cached ones; the cache holds seeded random K/V).
-        dtype: compute dtype.  layer: which layer of the model (dense or MoE).
+        dtype: compute dtype.  layer: which layer of the model (dense or MoE).  Attention runs
+            unfused (module docstring); its kernels' traffic is in ``frame.attrs["attention_kernels"]``.
         model: a :class:`Decoder` to take the weights from (default: ``Decoder(cfg)`` seeded).
         seed: seeds the input hidden states and the cached K/V.
         return_output: also return the layer output ``[B, T, D]`` (tests compare it with the
@@ -219,20 +292,40 @@ def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = 
     K, V = run("kv_cache_write", "memory", lambda: cache.update(layer, k, vt), [k, vt])
     rows[-1]["bytes_written"] = rows[-1]["bytes_read"]  # the views returned are not new writes
 
+    # the causal (and sliding-window) mask [T, S]: built once per forward, as transformers'
+    # create_causal_mask does, and read by every layer's attention
+    pos = torch.arange(C, S, device=dev)[:, None]
+    key = torch.arange(S, device=dev)[None]
+    blocked = key > pos
+    if cfg.layer_type(layer) == "sliding_attention" and cfg.sliding_window is not None:
+        blocked |= key <= pos - cfg.sliding_window
+    kernels = []  # (kernel, bytes read, bytes written) as the unfused sequence runs
+
+    def kern(name, fn, inputs):
+        y = fn()
+        kernels.append((name, _uniq_bytes(inputs), _uniq_bytes([y])))
+        return y
+
     def attend():
-        # explicit matmuls so FlopCounterMode sees them; GQA folded, K/V never repeated
-        qg = q.reshape(B, Hkv, (H // Hkv) * T, dh)
-        s = (qg @ K.transpose(-1, -2)) * dh ** -0.5  # [B, H_kv, rep·T, S]
-        p = torch.arange(C, S, device=dev).repeat(H // Hkv)[:, None]
-        j = torch.arange(S, device=dev)[None]
-        allowed = j <= p
-        w = cfg.sliding_window if cfg.layer_type(layer) == "sliding_attention" else None
-        if w is not None:
-            allowed &= j > p - w
-        s = s.masked_fill(~allowed, float("-inf")).softmax(-1, dtype=torch.float32).to(dtype)
-        return (s @ V).reshape(B, H, T, dh)
+        # unfused, as transformers' eager attention: every step writes [B, H, T, S] to memory and
+        # the next reads it back.  GQA folded (a group's H/H_kv query heads share one K/V head's
+        # rows, K/V never repeated); explicit matmuls so FlopCounterMode sees them.
+        rep = H // Hkv
+        qg = q.reshape(B, Hkv, rep * T, dh)
+        s = kern("QKᵀ → scores", lambda: qg @ K.transpose(-1, -2), [qg, K])  # [B, H_kv, rep·T, S]
+        s = kern("scale", lambda: s * dh ** -0.5, [s])
+        s = kern("mask", lambda: s.view(B, Hkv, rep, T, S).masked_fill(blocked, float("-inf"))
+                 .view(B, Hkv, rep * T, S), [s, blocked])
+        if s.dtype != torch.float32:  # softmax in FP32: torch casts first, then casts back
+            s = kern("cast scores → FP32", lambda: s.float(), [s])
+        s = kern("softmax (FP32)", lambda: s.softmax(-1), [s])
+        if dtype != torch.float32:
+            s = kern("cast probabilities back", lambda: s.to(dtype), [s])
+        return kern("P·V → out", lambda: s @ V, [s, V]).reshape(B, H, T, dh)
 
     o = run("attention", "attention", attend, [q, K, V])
+    rows[-1]["bytes_read"], rows[-1]["bytes_written"] = (sum(r for _, r, _ in kernels),
+                                                         sum(w for _, _, w in kernels))
     o = o.transpose(1, 2).reshape(B, T, H * dh)
     ao = lin("o_proj", o, at.o_proj)
     a = run("residual_add_1", "elementwise", lambda: x + ao, [x, ao])
@@ -301,6 +394,7 @@ def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = 
     cols = ["op", "kind", "flops_counted", "flops_analytic", "bytes_read", "bytes_written", "bytes",
             "bytes_analytic", "intensity"]
     frame = pd.DataFrame(rows)[cols]
+    frame.attrs["attention_kernels"] = kernels
     if return_output:
         return frame, out, x, cache
     return frame
@@ -318,10 +412,12 @@ def ledger_totals(frame) -> dict:
 
 def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1, tokens: int = 1024,
                 dtype: str = "bf16") -> dict:
-    """Analytic FLOPs and bytes of one layer of a preset, for the chapter's calculator.
+    """Analytic (*modelled*) FLOPs and bytes of one layer of a preset, for the chapter's calculator.
 
     ``tokens`` is the prompt length T in prefill and the cached context C in decode (one new
-    token per row).  For MoE presets the layer is the first MoE layer, with
+    token per row).  Attention is counted as a fused kernel (``attention="fused"`` of
+    :func:`analytic_op_costs`: q, K, V read once, out written once), as serving engines run it;
+    the unfused ledger of the chapter writes and re-reads its scores (:func:`attention_traffic`).  For MoE presets the layer is the first MoE layer, with
     :func:`~llm_dataflow.accounting.expected_experts_hit` experts read (uniform routing, as
     ``weight_bytes_read`` assumes).  Returns display strings and numbers: FLOPs, bytes, arithmetic
     intensity (FLOP/B), the share of bytes that are weights, and the operators with most bytes
@@ -336,7 +432,7 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
     layer = next((i for i in range(cfg.n_layers) if cfg.is_moe_layer(i)), 0)
     seq = tokens if phase == "prefill" else 1
     ctx = tokens if phase == "decode" else 0
-    c = analytic_op_costs(cfg, batch, seq, phase, ctx, e, layer)
+    c = analytic_op_costs(cfg, batch, seq, phase, ctx, e, layer, attention="fused")
     fl = sum(v[0] for v in c.values())
     by = sum(v[1] for v in c.values())
     hit = (expected_experts_hit(cfg.n_routed_experts, cfg.n_experts_per_token, batch * seq) / cfg.n_routed_experts
@@ -346,3 +442,84 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
             "intensity (FLOP/B)": round(fl / by, 2), "weight share of bytes": f"{100 * min(w, by) / by:.1f} %",
             "most bytes": max(c, key=lambda k: c[k][1]), "most FLOPs": max(c, key=lambda k: c[k][0])}
 
+
+def _first_moe_layer(cfg: ModelConfig) -> int:
+    return next((i for i in range(cfg.n_layers) if cfg.is_moe_layer(i)), 0)
+
+
+def op_regions(model: str = "Llama-3-8B", phase: str = "prefill", batch: int = 1, tokens: int = 128,
+               hardware: str = "H100-SXM", dtype: str = "bf16") -> dict:
+    """Which side of ``hardware``'s ridge each kind of operator of one layer falls on (*modelled*).
+
+    Groups the rows of :func:`analytic_op_costs` (``attention="fused"``) into the weight matmuls
+    (:data:`MATMUL_OPS`), attention, and the rest (norms, RoPE, residual adds, SiLU·mul, the KV
+    write), and compares each group's arithmetic intensity (FLOP/B) with
+    :func:`~llm_dataflow.hardware.ridge_point` for ``dtype``.  ``tokens`` is T in prefill and the
+    cached context C in decode, as in :func:`layer_costs`; MoE presets use their first MoE layer.
+
+    Returns:
+        ``{"phase", "batch", "tokens", "matmuls (FLOP/B)", "attention (FLOP/B)", "other (FLOP/B)",
+        "ridge (FLOP/B)", "matmuls", "attention"}``, the last two ``"memory-bound"`` or
+        ``"compute-bound"`` (intensity below / at or above the ridge).
+
+    Raises:
+        ValueError: unknown preset, hardware or dtype; a dtype without a peak on ``hardware``;
+            an unsupported architecture (MLA); bad sizes.
+    """
+    from .hardware import ridge_point
+
+    cfg = model_config(model)
+    check_dtype(dtype)
+    ridge = ridge_point(hardware, dtype)
+    seq, ctx = (tokens, 0) if phase == "prefill" else (1, tokens)
+    c = analytic_op_costs(cfg, batch, seq, phase, ctx, dtype_bits(dtype) // 8, _first_moe_layer(cfg),
+                          attention="fused")
+    groups = {"matmuls": [k for k in c if k in MATMUL_OPS], "attention": ["attention"],
+              "other": [k for k in c if k not in MATMUL_OPS and k != "attention"]}
+    out = {"phase": phase, "batch": batch, "tokens": tokens}
+    for g, names in groups.items():
+        fl, by = sum(c[k][0] for k in names), sum(c[k][1] for k in names)
+        out[f"{g} (FLOP/B)"] = round(fl / by, 1)
+    out["ridge (FLOP/B)"] = round(ridge, 1)
+    for g in ("matmuls", "attention"):
+        out[g] = "compute-bound" if out[f"{g} (FLOP/B)"] >= ridge else "memory-bound"
+    return out
+
+
+def matmul_ridge_tokens(model: str = "Llama-3-8B", hardware: str = "H100-SXM", dtype: str = "bf16",
+                        max_tokens: int = 2**20) -> int:
+    """The fewest tokens N per weight read at which one layer's weight matmuls reach ``hardware``'s
+    ridge point (*modelled*, :func:`analytic_op_costs`).
+
+    A weight matmul's intensity depends only on N, the rows that share one read of its weights:
+    ``N = B·T`` in prefill, ``N = B`` in a decode step.  So the same N is where a prefill of N
+    prompt tokens (batch 1) and a decode step of batch N reach the ridge with their matmuls —
+    attention aside.  For an MoE layer each expert sees about ``N·k/E`` of the tokens, so N is
+    larger (uniform routing, :func:`~llm_dataflow.accounting.expected_experts_hit`).
+
+    Raises:
+        ValueError: unknown preset/hardware/dtype, an unsupported architecture, or no N up to
+            ``max_tokens`` reaches the ridge.
+    """
+    from .hardware import ridge_point
+
+    cfg = model_config(model)
+    check_dtype(dtype)
+    require_positive("max_tokens", max_tokens)
+    ridge, e, layer = ridge_point(hardware, dtype), dtype_bits(dtype) // 8, _first_moe_layer(cfg)
+
+    def reaches(n: int) -> bool:
+        c = analytic_op_costs(cfg, n, 1, "decode", 0, e, layer, attention="fused")
+        fl = sum(c[k][0] for k in c if k in MATMUL_OPS)
+        return fl >= ridge * sum(c[k][1] for k in c if k in MATMUL_OPS)
+
+    if not reaches(max_tokens):
+        raise ValueError(f"max_tokens={max_tokens}: the matmuls of {model} stay below the {hardware} ridge")
+    lo, hi = 1, max_tokens   # intensity grows with N: bisect for the first N that reaches the ridge
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if reaches(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

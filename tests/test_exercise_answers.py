@@ -51,3 +51,56 @@ def test_ch02_solutions():
         "<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nA<|eot_id|>")
     assert ldf.id_bytes(64 * 2048, "int32") == 524_288
     assert ldf.input_vs_state(64 * 2048, 4096)[1] == 1_073_741_824
+
+
+def test_ch04_solutions():
+    # section 1 prose: 128x128 tiles give 63.0 FLOP/B without L2 reuse; the H100's ridge is ~295
+    t = ldf.gemm_traffic(4096, 4096, 4096, 128, 128, 64, "bf16")
+    assert round(t.arithmetic_intensity, 1) == 63.0
+    assert round(989.4e12 / 3.35e12) == round(ldf.ridge_point("H100-SXM", "bf16")) == 295
+    # exercise 3: 256x256 is the most intense offered tile (124.1 FLOP/B), below the ridge
+    r = ldf.gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "H100-SXM", stages=3)
+    assert r["intensity, no L2 reuse (FLOP/B)"] == 124.1 and r["verdict, no L2 reuse"] == "memory-bound"
+    assert r["input tiles per stage (bytes)"] == (256 * 64 + 64 * 256) * 2 == 64 * 1024
+    assert r["shared memory, stages × input tiles (bytes)"] == 192 * 1024 <= 228 * 1024
+    assert ldf.gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "H100-SXM", stages=4)[
+        "stages fit shared memory per SM"] == "no"
+    assert r["fp32 accumulator (bytes)"] == 256 * 256 * 4 == ldf.hardware("H100-SXM").registers_per_sm_bytes
+    assert r["accumulator fits"] == "no"
+    assert 256 * 256 // 256 == 256 > 255             # FP32 values per thread over two warpgroups vs the limit
+    half = ldf.gemm_traffic(4096, 4096, 4096, 128, 256, 64, "bf16").accumulator_bytes
+    assert half == 128 * 1024 == ldf.hardware("H100-SXM").registers_per_sm_bytes // 2
+    b = ldf.gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "B200", stages=3)
+    assert b["accumulator fits"] == "yes" and 128 * 512 * 4 == ldf.hardware("B200").tmem_per_sm_bytes
+    # exercise 5: a 128x256 accumulator is half of Hopper's register file
+    assert ldf.gemm_tile_report(8192, 8192, 8192, "bf16", 128, 256, 64, "H100-SXM")[
+        "accumulator share of that storage"] == "50%"
+
+
+def test_ch05_solutions():
+    # summary: 7e9 BF16 weights on an H100 take >= 4.18 ms (<= 239 steps/s); batch 8 reads 1.75 GB/token
+    t7 = ldf.decode_step_lower_bound(7e9, "H100-SXM")
+    assert round(t7 * 1e3, 2) == 4.18 and int(1 / t7) == 239
+    assert round(ldf.decode_step_bounds(7e9, "H100-SXM", batch=8).bytes_per_token / 1e9, 2) == 1.75
+    assert ldf.critical_batch(7e9, "H100-SXM") == 296
+    # summary: a dense prefill crosses the ridge past a few hundred tokens
+    first = {hw: next(T for T in range(1, 4096) if ldf.prefill_bounds("Llama-3-8B", hw, T).bound == "compute")
+             for hw in ("H100-SXM", "A100-80GB-SXM")}
+    assert first == {"H100-SXM": 317, "A100-80GB-SXM": 165}
+    # exercise 1: 29.2 ms, ~34 steps/s; the model does not fit one H200 (126.9 GB after the reserve)
+    t70 = ldf.decode_step_lower_bound(70e9, "H200")
+    assert round(t70 * 1e3, 1) == 29.2 and int(1 / t70) == 34
+    assert round(0.9 * ldf.hardware("H200").memory_bytes / 1e9, 1) == 126.9
+    assert not ldf.memory_fit("Llama-3.1-70B", "H200").fits
+    # exercise 2: 4-bit weights cut the weights-only critical batch fourfold
+    assert ldf.critical_batch(7e9, "H100-SXM", 0, "int4") == 74 == 296 // 4
+    # exercise 3: 131,072 B/token, ~16 GB of weights -> ~122,000 tokens; batch 64 -> under 2,000
+    c8 = ldf.model_config("Llama-3-8B")
+    assert ldf.kv_bytes_per_token(c8) == 32 * 2 * 8 * 128 * 2 == 131_072
+    n = ldf.weight_bytes(c8, "bf16") / 131_072
+    assert round(n, -3) == 123_000 and 1_900 < n / 64 < 2_000
+    # exercise 4: T = 16 is memory-bound at ~16 FLOP/B, about one decode step; T = 1024 compute-bound
+    p16, p1k = ldf.prefill_bounds("Llama-2-7B", "H100-SXM", 16), ldf.prefill_bounds("Llama-2-7B", "H100-SXM", 1024)
+    assert (round(p16.intensity, 1), p16.bound) == (15.7, "memory")
+    assert round(p16.time_s * 1e3, 2) == 3.95 and round(ldf.decode_step_lower_bound("Llama-2-7B", "H100-SXM") * 1e3, 2) == 3.94
+    assert (round(p1k.intensity), p1k.bound) == (984, "compute")

@@ -256,3 +256,21 @@ def test_the_candidates_measured_side_by_side_beside_triad(one_thread):
     assert ldf.linear_choice() == []        # forced kernels are not timed for a choice
     with pytest.raises(ValueError, match="fns"):
         ldf.gemv_bandwidths({}, 33, 16)
+
+
+def test_the_decode_timers_warm_up_until_every_projection_has_its_kernel():
+    """decode_bandwidth, time_decode_step and time_prefill time the chosen kernels, not the
+    candidates taking turns (real clock, but only the count of calls is asserted)."""
+    torch.manual_seed(0)
+    # 1–2 MiB projections (above LINEAR_TUNE_MIN_BYTES), 2 layers: a second of work on 2 cores
+    cfg = ldf.model_config("tiny-llama").replace(d_model=512, n_heads=8, n_kv_heads=8, head_dim=64, d_ff=640,
+                                                 vocab_size=640)
+    m = ldf.Decoder(cfg)
+    with ldf.torch_threads(2):
+        ldf.decode_bandwidth(m, cfg, prompt_len=3, n_new=4, repeat=1, peak_bandwidth=1e10)
+        decided = {(c.n_rows, c.n_cols): c.kernel for c in ldf.linear_choice() if c.rows == 1}
+        assert set(decided) == {(512, 512), (640, 512), (512, 640)} and None not in decided.values()
+        ldf.time_decode_step(m, cfg, batch=2, context_len=3, repeat=1)
+        ldf.time_prefill(m, cfg, 5, repeat=1)
+    assert all(c.kernel is not None for c in ldf.linear_choice() if c.rows in (2, 5))
+    assert {c.rows for c in ldf.linear_choice()} == {1, 2, 3, 5}    # 3: decode_bandwidth's prefill

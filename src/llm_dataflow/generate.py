@@ -214,7 +214,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
         kernels = [_StreamKernel(k, _PAIRED_STREAM_BYTES.get(dev.type, 64 * MiB), dev) for k in ("copy", "triad")]
         before = lambda: passes.append(_faster_pass(kernels))  # noqa: E731
     greedy_decode(model, ids, 2)  # warm-up: allocator, thread pool
-    _finish_linear_tuning(model, ids, n_new)
+    _finish_linear_tuning(model, 1, lambda: greedy_decode(model, ids, n_new), n_new - 1)
     rates, peaks, singles, run = [], [], [], None
     for _ in range(repeat):
         del passes[:]
@@ -234,18 +234,23 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
                            achieved / peak, achieved / high, run)
 
 
-def _finish_linear_tuning(model, ids: torch.Tensor, n_new: int) -> None:
-    """Run greedy decodes until :func:`llm_dataflow.linear` has chosen a kernel for every batch-1
-    projection shape of ``model`` (it times its candidates on their first calls; see
-    :func:`~llm_dataflow.model.linear_choice`), so that timed rounds time the chosen kernels.  At
-    most enough runs for a projection called once per step (the LM head) to finish."""
+def _linear_tuning_pending(model, rows: int) -> bool:
+    """True while :func:`llm_dataflow.linear` is still timing its candidate kernels for one of
+    ``model``'s projection shapes with ``rows`` rows of x (:func:`~llm_dataflow.model.linear_choice`)."""
     shapes = {tuple(p.shape) for p in model.parameters() if p.dim() == 2}
-    calls = LINEAR_TUNE_ROUNDS * len(LINEAR_KERNELS)
-    for _ in range(math.ceil(calls / (n_new - 1)) + 1):
-        if not any(c.kernel is None and c.rows == ids.shape[0] and (c.n_rows, c.n_cols) in shapes
-                   for c in linear_choice()):
+    return any(c.kernel is None and c.rows == rows and (c.n_rows, c.n_cols) in shapes for c in linear_choice())
+
+
+def _finish_linear_tuning(model, rows: int, step: Callable[[], object], calls_per_step: int = 1) -> None:
+    """Call ``step()`` until :func:`llm_dataflow.linear` has chosen the kernel of every projection
+    shape of ``model`` run with ``rows`` rows (it times its candidates on their first calls), so
+    that the timings that follow time the chosen kernels.  ``step`` must already have run once
+    (the keys exist after a first call).  At most enough calls for a projection called once per
+    step (the LM head) to finish one tuning."""
+    for _ in range(math.ceil(LINEAR_TUNE_ROUNDS * len(LINEAR_KERNELS) / calls_per_step) + 1):
+        if not _linear_tuning_pending(model, rows):
             return
-        greedy_decode(model, ids, n_new)
+        step()
 
 
 def _faster_pass(kernels) -> tuple[int, float]:
@@ -342,8 +347,9 @@ def time_prefill(model, cfg: ModelConfig, prompt_len: int, batch: int = 1, *, re
                  seed: int = 0) -> float:
     """Best (minimum) seconds of one prefill ``forward`` of ``batch`` seeded random prompts of
     ``prompt_len`` tokens into a fresh cache (logits for all positions, as ``forward`` returns),
-    over ``repeat`` runs after one warm-up.  The minimum, not the median: on a shared machine
-    other processes only ever add time, and the roofline compares against the best case.
+    over ``repeat`` runs after a warm-up that lasts until :func:`llm_dataflow.linear` has chosen
+    its kernels for these shapes.  The minimum, not the median: on a shared machine other
+    processes only ever add time, and the roofline compares against the best case.
 
     Raises:
         ValueError: ``prompt_len``/``batch``/``repeat`` < 1.
@@ -353,7 +359,10 @@ def time_prefill(model, cfg: ModelConfig, prompt_len: int, batch: int = 1, *, re
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (batch, prompt_len), generator=g).to(dev)
-    return best_time(lambda: model(ids, model.new_cache(batch, prompt_len)), dev, repeat)
+    step = lambda: model(ids, model.new_cache(batch, prompt_len))  # noqa: E731
+    step()
+    _finish_linear_tuning(model, batch * prompt_len, step)
+    return best_time(step, dev, repeat)
 
 
 @torch.inference_mode()
@@ -361,7 +370,8 @@ def time_decode_step(model, cfg: ModelConfig, batch: int = 1, context_len: int =
                      seed: int = 0) -> float:
     """Best (minimum, as :func:`time_prefill`) seconds of one decode step (one token per row)
     with ``context_len`` positions already in every row's KV cache, over ``repeat`` steps after
-    one warm-up step.
+    warm-up steps on a scratch cache, until :func:`llm_dataflow.linear` has chosen its kernels
+    for these shapes.
 
     The cache is not filled by a prefill: its stored length is advanced to ``context_len``
     (``KVCache.advance``) over zero-initialised K/V — the step reads and multiplies the same
@@ -378,6 +388,13 @@ def time_decode_step(model, cfg: ModelConfig, batch: int = 1, context_len: int =
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     tok = torch.randint(0, cfg.vocab_size, (batch, 1), generator=g).to(dev)
+    calls = LINEAR_TUNE_ROUNDS * len(LINEAR_KERNELS) + 2
+    warm = model.new_cache(batch, context_len + calls)   # a scratch cache for the warm-up steps
+    if context_len:
+        warm.advance(context_len)
+    model(tok, warm)
+    _finish_linear_tuning(model, batch, lambda: model(tok, warm))
+    del warm
     cache = model.new_cache(batch, context_len + repeat + 2)
     if context_len:
         cache.advance(context_len)

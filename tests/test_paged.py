@@ -185,3 +185,20 @@ def test_paper_orca_numbers_and_max_policy_is_length_mix_only():
     assert a["contiguous_max_utilisation"] == a["tokens_held"] / (300 * 2048)
     # paged reservations are for tokens held now: never fewer slots than tokens, < one block more each
     assert a["tokens_held"] <= a["paged_reserved"] < a["tokens_held"] + 300 * 16
+
+
+def test_update_counts_the_contiguous_gather():
+    # the Decoder's attention needs contiguous K/V, so update() copies every row's whole history
+    # out of its blocks in every layer: 2·B·S·H_kv·d_h elements per layer and call
+    cfg = ldf.model_config("tiny-llama")
+    torch.manual_seed(0)
+    model = ldf.Decoder(cfg)
+    pc = ldf.PagedKVCache(cfg, batch=2, num_blocks=16, block_size=4)
+    with torch.no_grad():
+        model(torch.randint(0, cfg.vocab_size, (2, 7)), pc)               # prefill: S = 7
+        per_layer = 2 * 2 * 7 * cfg.n_kv_heads * cfg.head_dim * 4
+        assert pc.gathered_bytes == cfg.n_layers * per_layer
+        before = pc.gathered_bytes
+        model(torch.randint(0, cfg.vocab_size, (2, 1)), pc)               # one decode step: S = 8
+        assert pc.gathered_bytes - before == cfg.n_layers * 2 * 2 * 8 * cfg.n_kv_heads * cfg.head_dim * 4
+    assert pc.rows(1).gathered_bytes == pc.gathered_bytes                  # one counter per pool

@@ -255,6 +255,7 @@ class _PagedState:
                                dtype=dtype, device=device)
         self.tables = [[] for _ in range(batch)]
         self.lengths = torch.zeros(batch, dtype=torch.int64)
+        self.gathered_bytes = 0   # bytes update() copied out of the blocks into contiguous K/V
 
 
 class PagedKVCache:
@@ -270,9 +271,12 @@ class PagedKVCache:
     waste < one block), not ``max_len`` positions up front.
 
     ``update`` writes through the block table (slot mapping) and, because the Decoder's attention
-    (``F.scaled_dot_product_attention``) needs contiguous K/V, returns them *gathered* into
-    ``[B, H_kv, S, d_h]`` — a copy of ``S·H_kv·d_h`` elements per row and layer that a real paged
-    kernel avoids; :func:`paged_attention` is that kernel (reads blocks in place).
+    (``F.scaled_dot_product_attention`` or its decode matmuls) needs contiguous K/V, returns them
+    *gathered* into fresh ``[B, H_kv, S, d_h]`` tensors: every layer, every step, the whole
+    history of every row is copied out of its blocks — ``2·B·S·H_kv·d_h`` elements per layer,
+    counted in :attr:`gathered_bytes`.  That copy is exactly what a paged attention kernel exists
+    to avoid; :func:`paged_attention` is that kernel (it reads the blocks in place).  The cache is
+    here to show allocation, sharing and copy-on-write, not paged attention's speed.
 
     Args:
         cfg: model config.  batch: rows.  num_blocks: physical blocks in the pool.
@@ -327,6 +331,12 @@ class PagedKVCache:
     def pool_nbytes(self) -> int:
         """Bytes of the whole preallocated pool (all blocks, free or not)."""
         return self._st.buf.numel() * self._st.buf.element_size()
+
+    @property
+    def gathered_bytes(self) -> int:
+        """Bytes :meth:`update` has copied out of the blocks into contiguous K and V since the
+        pool was made (all rows and views of the pool; ``2·B·S·H_kv·d_h·elem`` per call)."""
+        return self._st.gathered_bytes
 
     @property
     def bytes_per_token(self) -> int:
@@ -399,8 +409,9 @@ class PagedKVCache:
     # -- the protocol the decoder uses --
     def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``k_new, v_new [B, H_kv, T, d_h]`` through the block tables; return K, V
-        ``[B, H_kv, S, d_h]`` gathered (``S = max(lengths) + T``; key index = position; entries
-        beyond a row's own length are zeros or stale, masked by the decoder).
+        ``[B, H_kv, S, d_h]`` gathered into new contiguous tensors (``S = max(lengths) + T``; key
+        index = position; entries beyond a row's own length are zeros or stale, masked by the
+        decoder).  The gather copies ``2·B·S·H_kv·d_h`` elements (:attr:`gathered_bytes`).
 
         Raises:
             ValueError: wrong shape or a row would pass ``max_len``.  OutOfBlocksError.
@@ -424,8 +435,10 @@ class PagedKVCache:
         nblk = blocks_needed(S, bs)
         tables = torch.tensor([(t + [0] * nblk)[:nblk] for t in self.block_tables], dtype=torch.int64,
                               device=kp.device)                   # [B, nblk]; padding reads block 0, masked
+        # the gather: a fresh contiguous copy of every row's history (the copy paged kernels avoid)
         k = self.k_pool(layer)[tables].reshape(B, nblk * bs, Hkv, dh)[:, :S].transpose(1, 2)
         v = self.v_pool(layer)[tables].reshape(B, nblk * bs, Hkv, dh)[:, :S].transpose(1, 2)
+        self._st.gathered_bytes += 2 * B * S * Hkv * dh * self._st.buf.element_size()
         return k, v
 
     def advance(self, n_tokens: int) -> None:

@@ -104,3 +104,32 @@ def test_ch05_solutions():
     assert (round(p16.intensity, 1), p16.bound) == (15.7, "memory")
     assert round(p16.time_s * 1e3, 2) == 3.95 and round(ldf.decode_step_lower_bound("Llama-2-7B", "H100-SXM") * 1e3, 2) == 3.94
     assert (round(p1k.intensity), p1k.bound) == (984, "compute")
+
+
+def test_ch00_prose_numbers():
+    # the share, the ratio to the load, the ridge and the critical batches the prose states
+    rows = ldf.request_ledger(ldf.model_config("Llama-2-7B"), 512, 128)
+    t = ldf.movement_totals(rows)
+    assert f"{t['HBM→on-chip'] / sum(t.values()):.1%}" == "99.2%"
+    assert round(t["HBM→on-chip"] / t["host→device"]) == 128
+    assert round(ldf.ridge_point("H100-SXM")) == 295
+    c7 = ldf.model_config("Llama-2-7B")
+    assert ldf.critical_batch(c7, "H100-SXM") == 299
+    assert ldf.critical_batch(c7, "H100-SXM", 128) == float("inf")
+    # the calculator's fit verdicts the prose names (one GPU, BF16, 512 + 128 tokens)
+    s70 = {hw: ldf.ledger_summary("Llama-3.1-70B", hardware=hw)[f"one {hw}"]
+           for hw in ("H100-SXM", "A100-80GB-SXM", "H200", "B200")}
+    assert [v.startswith("fits") for v in s70.values()] == [False, False, False, True]
+    assert round(ldf.weight_bytes(ldf.model_config("Llama-3.1-70B")) / 1e9, 1) == 141.1
+    smx = {hw: ldf.ledger_summary("Mixtral-8x7B", hardware=hw)[f"one {hw}"]
+           for hw in ("H100-SXM", "A100-80GB-SXM", "H200", "B200")}
+    assert [v.startswith("fits") for v in smx.values()] == [False, False, True, True]
+    assert round(ldf.weight_bytes(ldf.model_config("Mixtral-8x7B")) / 1e9, 1) == 93.4
+    # solution 3: the eager attention of chapter 03 moves 32 B per FP32 score, T = S = 512
+    per_layer = (sum(r + w for _, r, w in ldf.attention_traffic(1, 32, 32, 128, 512, 512, 4))
+                 - sum(r + w for _, r, w in ldf.attention_traffic(1, 32, 32, 128, 512, 512, 4, "fused")))
+    assert per_layer * 32 == 8_598_323_200 == 32 * (32 * 32 * 512 * 512 + 512 * 512)
+    # solution 1: a third as much; 38.3 GB was about 2 % of the weight reads
+    by = {r.item: r for r in rows}
+    assert round(by["KV history read (all steps)"].total / by["weights (once per step)"].total, 3) == 0.023
+    assert round(549_655_674_880 / 1_678_266_318_848, 2) == 0.33

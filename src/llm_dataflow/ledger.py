@@ -140,9 +140,12 @@ class MemoryTier:
 def memory_tiers(hw: HardwareSpec | str) -> list[MemoryTier]:
     """Capacity and bandwidth per tier of ``hw``, innermost first.
 
-    Shared-memory bandwidth is derived from the CUDA C++ Programming Guide (32 banks × 4 bytes
-    per clock per SM) × SMs × boost clock; register and L2 bandwidths are not published and are
-    ``None``.  The host link is the part's PCIe generation, per direction.
+    Shared-memory capacity is the largest carveout of each SM's unified L1/shared-memory array
+    (the rest stays L1 cache).  Its bandwidth is derived from the CUDA C++ Programming Guide (32
+    banks × 4 bytes per clock per SM) × SMs × boost clock; register and L2 bandwidths are not
+    published and are ``None``.  HBM's datasheet bandwidth is one figure that reads and writes
+    share (each HBM channel has one data bus, JEDEC JESD238), not a per-direction figure.  The host
+    link is the part's PCIe generation, per direction.
 
     Raises:
         ValueError: unknown hardware name.
@@ -156,10 +159,11 @@ def memory_tiers(hw: HardwareSpec | str) -> list[MemoryTier]:
                                 f"{hw.tmem_per_sm_bytes // 1024} KiB/SM × {hw.n_sms} SMs (PTX ISA, tcgen05)"))
     tiers += [
         MemoryTier("shared memory / L1", hw.smem_per_sm_bytes * hw.n_sms, 128 * hw.n_sms * hw.boost_clock_hz,
-                   f"{hw.smem_per_sm_bytes // 1024} KiB/SM × {hw.n_sms} SMs; 128 B/clock/SM × "
+                   f"{hw.smem_per_sm_bytes // 1024} KiB/SM (largest shared-memory carveout of the L1/shared "
+                   f"array) × {hw.n_sms} SMs; 128 B/clock/SM × "
                    f"{hw.boost_clock_hz / 1e9:.3g} GHz (derived)"),
         MemoryTier("L2", hw.l2_bytes, None, "whitepaper" if hw.l2_bytes else "not published"),
-        MemoryTier("HBM", hw.memory_bytes, hw.hbm_bandwidth, "datasheet"),
+        MemoryTier("HBM", hw.memory_bytes, hw.hbm_bandwidth, "datasheet (one figure, reads and writes share it)"),
     ]
     lk = link(hw.host_link)
     tiers.append(MemoryTier(f"host link ({lk.name})", None, lk.bandwidth_per_direction, lk.source))

@@ -203,3 +203,17 @@ def test_appendix_numbers():
     assert (round(t.flops / 1e9, 1), round(t.compulsory_bytes / 1e6, 1)) == (124.0, 53.1)
     c, m, meas = t.flops / h.flops("fp8"), t.compulsory_bytes / h.hbm_bandwidth, t.flops / 1058e12
     assert (round(c * 1e6, 1), round(m * 1e6, 1), round(meas * 1e6, 1), round(100 * c / meas)) == (62.7, 15.9, 117.2, 53)
+
+
+def test_nvls_all_reduce_row_against_the_in_switch_bound():
+    # NCCL's busbw applies the ring factor 2(N-1)/N; NVLS sends nbytes per rank, so its peak busbw
+    # on 8 ranks is 450 GB/s × 14/8 = 787.5 GB/s, and the published 480 GB/s is 61 % of it
+    row = next(r for r in ldf.published_measurements() if r.id == "nccl-allreduce-nvls-h100x8")
+    assert row.predicted_bound == pytest.approx(450e9 * 14 / 8) and not row.beats_bound
+    assert round(row.efficiency, 2) == 0.61
+    assert ldf.collective_bytes_per_rank("all_reduce", 1000, 8, "nvls") == 1000
+    assert ldf.collective_bytes_per_rank("all_reduce", 1000, 8, "one_shot") == 7000
+    assert ldf.collective_steps("all_reduce", 8, "one_shot") == 1
+    with pytest.raises(ValueError, match="algorithm='nvls' is not allowed for op='all_gather'"):
+        ldf.collective_time("all_gather", 1000, 8, algorithm="nvls")
+

@@ -25,12 +25,25 @@ The time model is latency + bytes / bandwidth with the **per-direction** bandwid
 as large): ``t = steps·α + bytes_per_rank / β``.  ``α`` is the link preset's illustrative
 ``latency_s``; measure your own.
 
+The ring is one algorithm among several, and for small all-reduces it is the slowest in latency:
+``all_reduce`` also takes ``algorithm=`` (:data:`ALL_REDUCE_ALGORITHMS`) — NCCL's double binary
+tree (logarithmic latency), the two-shot and one-shot kernels serving engines use for small
+tensor-parallel all-reduces over NVLink/NVSwitch, and NVLink SHARP (NVLS), where the switch
+reduces.  NCCL chooses per call from the message size, rank count and topology (``NCCL_ALGO``:
+Ring, Tree, CollNet, NVLS, NVLSTree, PAT; NCCL User Guide, "Environment Variables").
+
+A ring across nodes is only as fast as its slowest hop: :func:`ring_hops` counts the hops that
+cross the node boundary (2 of 16 for TP = 16 over two 8-GPU nodes) and :func:`two_tier_ring_time`
+prices each step at the slower link, with ``rings`` parallel rings sharing the inter-node
+bandwidth of as many NICs.
+
 On real processes, :class:`CommCounter` wraps ``torch.distributed`` and counts the bytes each
 rank hands to it; :func:`ring_all_reduce` is the book's own all-reduce from ``send``/``recv``
 (reduce-scatter then all-gather around the ring), so its counted bytes *are* the wire bytes.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import torch
@@ -39,41 +52,65 @@ from .hardware import LinkSpec, link as _link
 from .units import require_nonnegative, require_positive
 
 __all__ = [
-    "COLLECTIVE_OPS", "collective_bytes_per_rank", "collective_steps", "collective_time", "p2p_time",
+    "COLLECTIVE_OPS", "ALL_REDUCE_ALGORITHMS", "collective_bytes_per_rank", "collective_steps", "collective_time", "p2p_time",
     "CommCounter", "ring_all_reduce", "demo_collectives",
 ]
 
 #: The collectives the cost model knows, in torch.distributed's spelling.
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+#: All-reduce algorithms the cost model knows (every other op: ``"ring"`` only).
+#:
+#: * ``"ring"`` — reduce-scatter then all-gather around a ring: ``2(N−1)/N·nbytes`` sent per rank
+#:   in ``2(N−1)`` steps (Patarasuk & Yuan 2009).
+#: * ``"two_shot"`` — the same bytes, but every rank exchanges with all peers at once over a
+#:   full-bandwidth switch (reduce-scatter then all-gather by direct access): 2 steps.
+#: * ``"one_shot"`` — every rank reads every peer's whole buffer and reduces locally:
+#:   ``(N−1)·nbytes`` per rank in one step — fewer latencies, more bytes (TensorRT-LLM's and
+#:   vLLM's custom small-message all-reduce).
+#: * ``"nvls"`` — NVLink SHARP on NVSwitch (NCCL's default on H100 NVSwitch systems since 2.17):
+#:   the switch reduces, each GPU sends its buffer once and receives the result once —
+#:   ``nbytes`` each way per rank, 2 steps (NVIDIA NCCL 2.17 release notes; NVIDIA Technical
+#:   Blog, "Fast Multi-GPU collectives with NCCL").
+ALL_REDUCE_ALGORITHMS = ("ring", "two_shot", "one_shot", "nvls")
 
 
-def _check(op: str, nbytes, n_ranks) -> None:
+def _check(op: str, nbytes, n_ranks, algorithm: str = "ring") -> None:
     if op not in COLLECTIVE_OPS:
         raise ValueError(f"op={op!r} is not allowed; allowed: {', '.join(COLLECTIVE_OPS)}")
     require_nonnegative("nbytes", nbytes, integer=False)
     require_positive("n_ranks", n_ranks)
+    allowed = ALL_REDUCE_ALGORITHMS if op == "all_reduce" else ("ring",)
+    if algorithm not in allowed:
+        raise ValueError(f"algorithm={algorithm!r} is not allowed for op={op!r}; allowed: {', '.join(allowed)}")
 
 
-def collective_bytes_per_rank(op: str, nbytes: float, n_ranks: int) -> float:
-    """Bytes one rank sends (= receives) in the ring algorithm of ``op``.
+def collective_bytes_per_rank(op: str, nbytes: float, n_ranks: int, algorithm: str = "ring") -> float:
+    """Bytes one rank sends (= receives) in ``algorithm`` (default the ring) of ``op``.
 
     Args:
         op: one of :data:`COLLECTIVE_OPS`.
         nbytes: the size the table in the module docstring defines for ``op`` (bytes).
         n_ranks: N ≥ 1 (N = 1 sends nothing).
+        algorithm: one of :data:`ALL_REDUCE_ALGORITHMS` for ``all_reduce``; ``"ring"`` otherwise.
 
     Returns:
-        all_reduce ``2(N−1)/N·nbytes``; all_gather, reduce_scatter, all_to_all
-        ``(N−1)/N·nbytes``; broadcast ``nbytes`` (N > 1).  Source: Patarasuk & Yuan 2009;
-        nccl-tests ``doc/PERFORMANCE.md`` bus-bandwidth factors.
+        all_reduce ``2(N−1)/N·nbytes`` (ring, two-shot), ``(N−1)·nbytes`` (one-shot), ``nbytes``
+        (NVLS); all_gather, reduce_scatter, all_to_all ``(N−1)/N·nbytes``; broadcast ``nbytes``
+        (N > 1).  Source: Patarasuk & Yuan 2009; nccl-tests ``doc/PERFORMANCE.md`` bus-bandwidth
+        factors (which assume the ring: an NVLS all-reduce's "busbw" can exceed the link).
 
     Raises:
-        ValueError: unknown ``op``, negative ``nbytes``, ``n_ranks`` not a positive integer.
+        ValueError: unknown ``op`` or ``algorithm``, negative ``nbytes``, ``n_ranks`` not a
+            positive integer.
     """
-    _check(op, nbytes, n_ranks)
+    _check(op, nbytes, n_ranks, algorithm)
     N = n_ranks
     if N == 1:
         return 0.0
+    if op == "all_reduce" and algorithm == "nvls":
+        return float(nbytes)            # to the switch once, the reduced result back once
+    if op == "all_reduce" and algorithm == "one_shot":
+        return (N - 1) * float(nbytes)  # every peer's whole buffer
     if op == "all_reduce":
         return 2 * (N - 1) / N * nbytes  # reduce-scatter + all-gather, each (N−1) chunks of nbytes/N
     if op == "broadcast":
@@ -81,35 +118,43 @@ def collective_bytes_per_rank(op: str, nbytes: float, n_ranks: int) -> float:
     return (N - 1) / N * nbytes  # N−1 chunks of nbytes/N leave each rank
 
 
-def collective_steps(op: str, n_ranks: int) -> int:
-    """Messages in sequence (latency terms α) of the ring algorithm: all_reduce ``2(N−1)``;
-    all_gather, reduce_scatter, all_to_all (pairwise exchange), broadcast (chain) ``N−1``.
+def collective_steps(op: str, n_ranks: int, algorithm: str = "ring") -> int:
+    """Messages in sequence (latency terms α): ring all_reduce ``2(N−1)``, two-shot and NVLS 2,
+    one-shot 1; all_gather, reduce_scatter, all_to_all (pairwise exchange), broadcast (chain)
+    ``N−1``.  N = 1: 0.
 
     Raises:
-        ValueError: unknown ``op`` or bad ``n_ranks``.
+        ValueError: unknown ``op`` or ``algorithm``, bad ``n_ranks``.
     """
-    _check(op, 0, n_ranks)
-    return 2 * (n_ranks - 1) if op == "all_reduce" else n_ranks - 1
+    _check(op, 0, n_ranks, algorithm)
+    if n_ranks == 1:
+        return 0
+    if op == "all_reduce":
+        return {"ring": 2 * (n_ranks - 1), "two_shot": 2, "nvls": 2, "one_shot": 1}[algorithm]
+    return n_ranks - 1
 
 
 def _as_link(lk) -> LinkSpec:
     return lk if isinstance(lk, LinkSpec) else _link(lk)
 
 
-def collective_time(op: str, nbytes: float, n_ranks: int, link: str | LinkSpec = "NVLink4") -> float:
-    """α–β time (s) of ``op`` on a ring whose every hop is ``link``.
+def collective_time(op: str, nbytes: float, n_ranks: int, link: str | LinkSpec = "NVLink4",
+                    algorithm: str = "ring") -> float:
+    """α–β time (s) of ``op`` with ``algorithm`` when every rank's connection is ``link``.
 
-    ``t = collective_steps(op, N)·α + collective_bytes_per_rank(op, nbytes, N) / β`` with
-    α = ``link.latency_s`` (illustrative, see :class:`~llm_dataflow.hardware.LinkSpec`) and
-    β = ``link.bandwidth_per_direction`` (B/s): a rank sends and receives at once, each on its
-    own direction of the link.
+    ``t = collective_steps(op, N, algorithm)·α + collective_bytes_per_rank(op, nbytes, N,
+    algorithm) / β`` with α = ``link.latency_s`` (illustrative, see
+    :class:`~llm_dataflow.hardware.LinkSpec`) and β = ``link.bandwidth_per_direction`` (B/s): a
+    rank sends and receives at once, each on its own direction of the link.  For small messages
+    the ring's ``2(N−1)`` latencies dominate and one-shot, two-shot or NVLS all-reduces are
+    faster; for large ones NVLS halves the ring's bytes on 8 ranks (1 vs 1.75 × nbytes).
 
     Raises:
         ValueError: as :func:`collective_bytes_per_rank`, or an unknown link preset.
     """
     lk = _as_link(link)
-    return (collective_steps(op, n_ranks) * lk.latency_s
-            + collective_bytes_per_rank(op, nbytes, n_ranks) / lk.bandwidth_per_direction)
+    return (collective_steps(op, n_ranks, algorithm) * lk.latency_s
+            + collective_bytes_per_rank(op, nbytes, n_ranks, algorithm) / lk.bandwidth_per_direction)
 
 
 def p2p_time(nbytes: float, link: str | LinkSpec = "NVLink4") -> float:

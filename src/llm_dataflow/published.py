@@ -60,7 +60,7 @@ from importlib import resources
 
 from .accounting import (QuantSpec, WEIGHT_FORMATS, decode_step_bytes, precision_plan, prefill_flops,
                          weight_bytes_read)
-from .collectives import collective_time
+from .collectives import collective_bytes_per_rank, collective_time
 from .config import model_config
 from .gemm import gemm_traffic
 from .hardware import HardwareSpec, hardware, link
@@ -95,7 +95,8 @@ BOUND_METHODS: dict[str, str] = {
                   "with the link's per-direction bandwidth and no latency term",
     "hbm": "peak: HardwareSpec.hbm_bandwidth (B/s)",
     "flops": "peak: HardwareSpec.flops(dtype) (FLOP/s, dense)",
-    "link": "peak: LinkSpec.bandwidth_per_direction (B/s)",
+    "link": "peak: LinkSpec.bandwidth_per_direction (B/s); for an all-reduce busbw with params "
+            "algorithm=ring|nvls|…, the algorithm's peak algbw × the ring factor 2(N−1)/N that busbw applies",
 }
 _TIME_METHODS = ("decode", "serving", "prefill_tokens", "gemm", "all_to_all")
 _RATE_METHODS = ("hbm", "flops", "link")
@@ -103,15 +104,7 @@ _KINDS = ("time", "bandwidth", "flops")
 
 #: Rows that beat their bound because the *package's* model is wrong for them, by id, with the
 #: reason.  The test keeps them out of the assertion (a named xfail) until the model is fixed.
-KNOWN_MODEL_GAPS: dict[str, str] = {
-    "nccl-allreduce-nvls-h100x8": (
-        "collectives.collective_bytes_per_rank('all_reduce') models the ring algorithm, 2(N-1)/N·nbytes "
-        "per rank, and nccl-tests' busbw uses the same factor. NCCL's default all-reduce on NVSwitch "
-        "systems is NVLink SHARP (NVLS): the switch does the reduction, each GPU sends its buffer once "
-        "and receives the result once (nbytes each way), so 'busbw' can exceed the link's per-direction "
-        "bandwidth (nccl-tests issue 212: ~480 GB/s busbw, ~275 GB/s algbw on 8 H100). The package "
-        "has no in-switch reduction algorithm."),
-}
+KNOWN_MODEL_GAPS: dict[str, str] = {}
 
 #: Candidate numbers looked at and left out, with the reason (so that nobody re-adds them blindly).
 UNUSED_CANDIDATES: tuple = (
@@ -346,7 +339,15 @@ def _bound(r: dict) -> tuple[float, str]:
             return hardware(r["gpu"]).hbm_bandwidth, "peak"
         if method == "flops":
             return hardware(r["gpu"]).flops(p["dtype"]), "peak"
-        return link(p["link"]).bandwidth_per_direction, "peak"
+        beta = link(p["link"]).bandwidth_per_direction
+        if "algorithm" in p:
+            # an all-reduce "busbw" (nccl-tests: algbw × 2(N−1)/N, the ring's factor): its peak is
+            # the algorithm's fastest algbw, nbytes / (bytes per rank / β), times that factor —
+            # β for the ring, β·2(N−1)/N for NVLS, whose ranks send nbytes, not 2(N−1)/N·nbytes
+            n = r["n_gpus"]
+            per_rank = collective_bytes_per_rank("all_reduce", 1.0, n, p["algorithm"])
+            return beta / per_rank * 2 * (n - 1) / n, "peak"
+        return beta, "peak"
     cfg = model_config(r["preset"]) if r["preset"] else None
     hw = aggregate_hardware(r["gpu"], r["n_gpus"])
     if method == "gemm":

@@ -25,6 +25,7 @@ single engine's ``Decoder.generate`` (tested).
 """
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -142,37 +143,63 @@ def run_disaggregated(cfg_name: str = "tiny-llama", prompt: list | None = None, 
             "kv_cache_bytes": kv_cache_bytes(cfg, len(prompt), 1, dtype), "prefill": r0, "decode": r1}
 
 
-def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dtype: str = "bf16") -> float:
-    """Seconds to move one request's prompt KV cache over ``link_name``: ``latency + bytes /
-    bandwidth_per_direction`` (the α–β model; one message, one direction; the link's latency is
-    illustrative, see :class:`~llm_dataflow.hardware.LinkSpec`).
+def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dtype: str = "bf16", *,
+                     tp: int = 1, nics: int | None = None) -> float:
+    """Seconds to move one request's prompt KV cache over ``link_name`` from a prefill instance
+    that ran with tensor parallelism ``tp``: ``latency + bytes on the busiest link /
+    bandwidth_per_direction`` (the α–β model; the link's latency is illustrative, see
+    :class:`~llm_dataflow.hardware.LinkSpec`).
+
+    Under TP the KV cache is already sharded: each GPU holds the K and V of its own KV heads,
+    ``kv_cache_bytes / tp`` (``tp ≤ n_kv_heads``; beyond that the heads are replicated and only
+    ``n_kv_heads`` distinct shards exist; MLA's latent is replicated, one shard).  Each GPU sends
+    its shard over its own NIC, so ``nics`` links carry the shards in parallel — by default one per
+    GPU, as on an HGX/DGX H100 node (eight 400 Gb/s ConnectX-7 NICs, one per GPU: NVIDIA DGX H100
+    User Guide).  ``nics=1`` sends everything through one port.  The decode instance must receive
+    as many shards in parallel (the same split; a different TP there re-shards the heads).
+
+    Args:
+        cfg: preset name or :class:`ModelConfig`.  prompt_len: tokens (≥ 1).
+        link_name: a link preset (:data:`~llm_dataflow.hardware.LINKS`).
+        dtype: KV dtype.  tp: the prefill instance's tensor-parallel degree
+            (:func:`~llm_dataflow.fit.check_parallel` must accept it).
+        nics: links used in parallel (default ``tp``).
 
     Raises:
-        ValueError: unknown preset / link / dtype, ``prompt_len`` < 1.
+        ValueError: unknown preset / link / dtype, ``prompt_len`` < 1, a TP degree the model
+            does not allow, ``nics`` < 1.
     """
+    from .fit import check_parallel
+
     cfg = model_config(cfg) if isinstance(cfg, str) else cfg
     require_positive("prompt_len", prompt_len)
+    check_parallel(cfg, tp=tp)
+    nics = tp if nics is None else require_positive("nics", nics)
     ln = link(link_name)
-    return ln.latency_s + kv_cache_bytes(cfg, prompt_len, 1, dtype) / ln.bandwidth_per_direction
+    shards = 1 if cfg.is_mla else min(tp, cfg.n_kv_heads)    # distinct KV shards (replicas are not resent)
+    links_used = min(nics, shards)
+    per_link = kv_cache_bytes(cfg, prompt_len, 1, dtype) / shards * math.ceil(shards / links_used)
+    return ln.latency_s + per_link / ln.bandwidth_per_direction
 
 
 def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf16",
-                      hw: HardwareSpec | str = "H100-SXM", links: tuple | None = None) -> list:
-    """One row per link: KV bytes, transfer time (s) and its ratio to the ideal prefill time
-    ``prefill_flops / peak`` on ``hw`` (dense ``dtype`` peak; a lower bound on prefill time, so the
-    ratio is an upper bound on the transfer's relative cost).
+                      hw: HardwareSpec | str = "H100-SXM", links: tuple | None = None, *, tp: int = 1) -> list:
+    """One row per link: KV bytes, transfer time (s, :func:`kv_transfer_time` with one NIC per
+    GPU) and its ratio to the ideal prefill time ``prefill_flops / (tp · peak)`` on ``tp`` GPUs of
+    ``hw`` (dense ``dtype`` peak; a lower bound on prefill time, so the ratio is an upper bound on
+    the transfer's relative cost).
 
     Raises:
-        ValueError: unknown preset / link / hardware / dtype.
+        ValueError: unknown preset / link / hardware / dtype, a TP degree the model does not allow.
     """
     cfg = model_config(cfg) if isinstance(cfg, str) else cfg
     hw = hardware(hw) if isinstance(hw, str) else hw
     from .accounting import prefill_flops  # the one prefill FLOP count
 
-    t_pre = prefill_flops(cfg, prompt_len) / hw.flops(dtype)
+    t_pre = prefill_flops(cfg, prompt_len) / (tp * hw.flops(dtype))
     rows = []
     for name in links or tuple(LINKS):
-        t = kv_transfer_time(cfg, prompt_len, name, dtype)
+        t = kv_transfer_time(cfg, prompt_len, name, dtype, tp=tp)
         rows.append({"link": name, "KV bytes": kv_cache_bytes(cfg, prompt_len, 1, dtype), "transfer s": t,
                      "ideal prefill s": t_pre, "transfer / prefill": t / t_pre})
     return rows

@@ -55,3 +55,41 @@ def test_counted_bytes_and_ring_all_reduce_on_3_ranks():
         assert out["ring_sent"] == sent * 4
         assert out["ring_sent"] == pytest.approx(ldf.collective_bytes_per_rank("all_reduce", nb, N), rel=0.01)
         assert out["times"][4096] > 0
+
+
+def test_all_reduce_algorithms_small_and_large_messages():
+    # decode at batch 1: one D-vector of Llama-3.1-70B (8192 x 2 B) over 8 NVLink4 ranks
+    msg = 8192 * 2
+    steps = {a: ldf.collective_steps("all_reduce", 8, a) for a in ldf.ALL_REDUCE_ALGORITHMS}
+    assert steps == {"ring": 14, "tree": 6, "two_shot": 2, "one_shot": 1, "nvls": 2}
+    t = {a: ldf.collective_time("all_reduce", msg, 8, "NVLink4", a) for a in ldf.ALL_REDUCE_ALGORITHMS}
+    assert round(t["ring"] * 1e6, 1) == 14.1 and round(t["one_shot"] * 1e6, 2) == 1.25
+    assert min(t, key=t.get) == "one_shot" and max(t, key=t.get) == "ring"      # the ring overstates it
+    assert ldf.collective_bytes_per_rank("all_reduce", msg, 8, "tree") == ldf.collective_bytes_per_rank("all_reduce", msg, 8)
+    # a 4096-token prefill (67 MB): bytes dominate; NVLS moves the least, one-shot the most
+    big = {a: ldf.collective_time("all_reduce", 4096 * msg, 8, "NVLink4", a) for a in ldf.ALL_REDUCE_ALGORITHMS}
+    assert min(big, key=big.get) == "nvls" and max(big, key=big.get) == "one_shot"
+    assert ldf.collective_steps("all_reduce", 16, "tree") == 8 and ldf.collective_steps("all_reduce", 1, "tree") == 0
+    with pytest.raises(ValueError, match="algorithm"):
+        ldf.collective_time("all_gather", msg, 8, "NVLink4", "tree")
+
+
+def test_ring_across_two_nodes():
+    # TP = 16 over two 8-GPU nodes: 2 of the ring's 16 hops cross InfiniBand
+    assert ldf.ring_hops(16, 8) == (14, 2) and ldf.ring_hops(8, 8) == (8, 0) and ldf.ring_hops(32, 8) == (28, 4)
+    msg = 64 * 8192 * 2                                  # decode, batch 64, Llama-3.1-70B, BF16
+    per_rank = ldf.collective_bytes_per_rank("all_reduce", msg, 16)
+    ib, nv = ldf.link("InfiniBand-NDR"), ldf.link("NVLink4")
+    one = ldf.two_tier_ring_time("all_reduce", msg, 16, 8)
+    # each step waits for its slowest hop: one ring costs what an all-InfiniBand ring costs
+    assert one == pytest.approx(30 * ib.latency_s + per_rank / ib.bandwidth_per_direction)
+    assert one == pytest.approx(ldf.collective_time("all_reduce", msg, 16, "InfiniBand-NDR"))
+    # eight rings, one per NIC: the bandwidth term shrinks 8x (still above NVLink's), latency does not
+    eight = ldf.two_tier_ring_time("all_reduce", msg, 16, 8, rings=8)
+    assert eight == pytest.approx(30 * ib.latency_s + per_rank / (8 * ib.bandwidth_per_direction))
+    assert 8 * ib.bandwidth_per_direction < nv.bandwidth_per_direction
+    assert ldf.two_tier_ring_time("all_reduce", msg, 8, 8) == ldf.collective_time("all_reduce", msg, 8, "NVLink4")
+    with pytest.raises(ValueError, match="ranks_per_node"):
+        ldf.ring_hops(12, 8)
+    with pytest.raises(ValueError, match="rings"):
+        ldf.two_tier_ring_time("all_reduce", msg, 16, 8, rings=9)

@@ -53,7 +53,7 @@ from .units import require_nonnegative, require_positive
 
 __all__ = [
     "COLLECTIVE_OPS", "ALL_REDUCE_ALGORITHMS", "collective_bytes_per_rank", "collective_steps", "collective_time", "p2p_time",
-    "CommCounter", "ring_all_reduce", "demo_collectives",
+    "ring_hops", "two_tier_ring_time", "CommCounter", "ring_all_reduce", "demo_collectives",
 ]
 
 #: The collectives the cost model knows, in torch.distributed's spelling.
@@ -71,7 +71,11 @@ COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "b
 #:   the switch reduces, each GPU sends its buffer once and receives the result once —
 #:   ``nbytes`` each way per rank, 2 steps (NVIDIA NCCL 2.17 release notes; NVIDIA Technical
 #:   Blog, "Fast Multi-GPU collectives with NCCL").
-ALL_REDUCE_ALGORITHMS = ("ring", "two_shot", "one_shot", "nvls")
+#: * ``"tree"`` — NCCL's double binary tree: reduce up and broadcast down two complementary
+#:   binary trees, pipelined: ``2⌈log2 N⌉`` steps and the ring's bytes (S. Jeaugey, "Massively
+#:   Scale Your Deep Learning Training with NCCL 2.4", NVIDIA Technical Blog 2019: logarithmic
+#:   latency at full bandwidth).
+ALL_REDUCE_ALGORITHMS = ("ring", "two_shot", "one_shot", "nvls", "tree")
 
 
 def _check(op: str, nbytes, n_ranks, algorithm: str = "ring") -> None:
@@ -94,7 +98,7 @@ def collective_bytes_per_rank(op: str, nbytes: float, n_ranks: int, algorithm: s
         algorithm: one of :data:`ALL_REDUCE_ALGORITHMS` for ``all_reduce``; ``"ring"`` otherwise.
 
     Returns:
-        all_reduce ``2(N−1)/N·nbytes`` (ring, two-shot), ``(N−1)·nbytes`` (one-shot), ``nbytes``
+        all_reduce ``2(N−1)/N·nbytes`` (ring, two-shot, tree), ``(N−1)·nbytes`` (one-shot), ``nbytes``
         (NVLS); all_gather, reduce_scatter, all_to_all ``(N−1)/N·nbytes``; broadcast ``nbytes``
         (N > 1).  Source: Patarasuk & Yuan 2009; nccl-tests ``doc/PERFORMANCE.md`` bus-bandwidth
         factors (which assume the ring: an NVLS all-reduce's "busbw" can exceed the link).
@@ -119,8 +123,8 @@ def collective_bytes_per_rank(op: str, nbytes: float, n_ranks: int, algorithm: s
 
 
 def collective_steps(op: str, n_ranks: int, algorithm: str = "ring") -> int:
-    """Messages in sequence (latency terms α): ring all_reduce ``2(N−1)``, two-shot and NVLS 2,
-    one-shot 1; all_gather, reduce_scatter, all_to_all (pairwise exchange), broadcast (chain)
+    """Messages in sequence (latency terms α): ring all_reduce ``2(N−1)``, tree ``2⌈log2 N⌉``,
+    two-shot and NVLS 2, one-shot 1; all_gather, reduce_scatter, all_to_all (pairwise exchange), broadcast (chain)
     ``N−1``.  N = 1: 0.
 
     Raises:
@@ -130,7 +134,8 @@ def collective_steps(op: str, n_ranks: int, algorithm: str = "ring") -> int:
     if n_ranks == 1:
         return 0
     if op == "all_reduce":
-        return {"ring": 2 * (n_ranks - 1), "two_shot": 2, "nvls": 2, "one_shot": 1}[algorithm]
+        return {"ring": 2 * (n_ranks - 1), "two_shot": 2, "nvls": 2, "one_shot": 1,
+                "tree": 2 * math.ceil(math.log2(n_ranks))}[algorithm]
     return n_ranks - 1
 
 
@@ -155,6 +160,61 @@ def collective_time(op: str, nbytes: float, n_ranks: int, link: str | LinkSpec =
     lk = _as_link(link)
     return (collective_steps(op, n_ranks, algorithm) * lk.latency_s
             + collective_bytes_per_rank(op, nbytes, n_ranks, algorithm) / lk.bandwidth_per_direction)
+
+
+def ring_hops(n_ranks: int, ranks_per_node: int) -> tuple[int, int]:
+    """``(intra-node hops, inter-node hops)`` of a ring over ``n_ranks`` laid out node by node.
+
+    A ring over ``n = n_ranks / ranks_per_node`` nodes leaves each node once and enters it once:
+    ``n`` of its ``n_ranks`` hops cross the network (none for one node) — TP = 16 over two
+    8-GPU nodes has 14 NVLink hops and 2 network hops.
+
+    Raises:
+        ValueError: non-positive counts, or ``ranks_per_node`` not dividing ``n_ranks``.
+    """
+    require_positive("n_ranks", n_ranks)
+    require_positive("ranks_per_node", ranks_per_node)
+    if n_ranks % ranks_per_node:
+        raise ValueError(f"ranks_per_node={ranks_per_node} does not divide n_ranks={n_ranks}")
+    nodes = n_ranks // ranks_per_node
+    inter = nodes if nodes > 1 else 0
+    return n_ranks - inter, inter
+
+
+def two_tier_ring_time(op: str, nbytes: float, n_ranks: int, ranks_per_node: int,
+                       intra_link: str | LinkSpec = "NVLink4", inter_link: str | LinkSpec = "InfiniBand-NDR",
+                       rings: int = 1) -> float:
+    """α–β time (s) of ring ``op`` over nodes of ``ranks_per_node`` GPUs: ``intra_link`` inside a
+    node, ``inter_link`` between nodes.
+
+    Every ring step moves one chunk over every hop at once, so each step waits for its slowest
+    hop: with more than one node the step pays the inter-node α, and the bandwidth term is set by
+    the slower link — although only :func:`ring_hops` ``[1]`` of the ``n_ranks`` hops cross the
+    network.  ``rings`` parallel rings (NCCL's channels), each leaving the node through its own
+    NIC, carry ``1/rings`` of the buffer each, which divides the network's share of the bandwidth
+    term by ``rings``; each GPU's NVLink still carries its whole share, and the latency term is
+    not divided:
+
+    ``t = steps·max(α_intra, α_inter) + B·max(1/β_intra, 1/(rings·β_inter))``, B =
+    :func:`collective_bytes_per_rank` (ring).  One node: exactly :func:`collective_time` on
+    ``intra_link``.  ``rings`` may not exceed ``ranks_per_node`` (an HGX/DGX H100 node has one
+    400 Gb/s NIC per GPU, eight per node: NVIDIA DGX H100 User Guide).
+
+    Raises:
+        ValueError: as :func:`ring_hops` and :func:`collective_bytes_per_rank`; ``rings`` not in
+            1 … ``ranks_per_node``; an unknown link preset.
+    """
+    _, inter = ring_hops(n_ranks, ranks_per_node)
+    require_positive("rings", rings)
+    if rings > ranks_per_node:
+        raise ValueError(f"rings={rings} is not allowed; at most ranks_per_node={ranks_per_node} "
+                         "(one NIC per GPU)")
+    if inter == 0:
+        return collective_time(op, nbytes, n_ranks, intra_link)
+    a, b = _as_link(intra_link), _as_link(inter_link)
+    per_rank = collective_bytes_per_rank(op, nbytes, n_ranks)
+    return (collective_steps(op, n_ranks) * max(a.latency_s, b.latency_s)
+            + per_rank * max(1 / a.bandwidth_per_direction, 1 / (rings * b.bandwidth_per_direction)))
 
 
 def p2p_time(nbytes: float, link: str | LinkSpec = "NVLink4") -> float:

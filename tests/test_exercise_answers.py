@@ -133,3 +133,23 @@ def test_ch00_prose_numbers():
     by = {r.item: r for r in rows}
     assert round(by["KV history read (all steps)"].total / by["weights (once per step)"].total, 3) == 0.023
     assert round(549_655_674_880 / 1_678_266_318_848, 2) == 0.33
+
+
+def test_ch01_prose_numbers():
+    assert round(ldf.minilm_checkpoint().stat().st_size / 1e6, 1) == 90.9
+    assert round(ldf.link("PCIe-Gen5-x16").bandwidth_per_direction / 1e9) == 63
+    assert ldf.fmt_gb(7e9 * 2) == "14.00 GB" and ldf.fmt_gib(7e9 * 2) == "13.04 GiB"
+    assert round((2**30 / 1e9 - 1) * 100, 1) == 7.4   # GB and GiB differ by 7.4 %
+    # the load-path expectations: half the copy figure for a copy, 4/6 for FP32 → BF16
+    hops = ldf.measure_load_path(ldf.minilm_checkpoint(), memory_bandwidth=6e9)
+    assert hops[1].model_bandwidth == pytest.approx(3e9) and hops[2].model_bandwidth == pytest.approx(4e9)
+
+
+def test_ch02_prose_numbers():
+    c8 = ldf.model_config("Llama-3-8B")
+    assert c8.vocab_size == 128_256 and c8.d_model == 4096
+    assert round(c8.vocab_size * c8.d_model * 2 / 1e9, 2) == 1.05      # the embedding table, BF16
+    assert ldf.id_bytes(1000, "int32") == 4000
+    ids_b, state_b = ldf.input_vs_state(1000, 4096, "int32", "bf16")
+    assert (ids_b, state_b, state_b // ids_b) == (4000, 8_192_000, 2048)
+    assert round(20 / 35, 2) == 0.57 and len(ldf.book_corpus().encode("utf-8")) == 3115

@@ -302,8 +302,13 @@ class ModelConfig:
             path = os.fspath(config)
             if os.path.isdir(path):
                 path = os.path.join(path, "config.json")
-            with open(path) as fh:
-                config = json.load(fh)
+            if not os.path.isfile(path):
+                raise ValueError(f"config={os.fspath(config)!r} is not allowed: no config.json there")
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    config = json.load(fh)
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise ValueError(f"config={path!r} is not valid JSON: {err}") from None
         if not isinstance(config, dict):
             raise ValueError(f"config={config!r} is not allowed; give a config.json dict or a path to one")
         return _from_hf(cls, config, name)
@@ -631,6 +636,8 @@ def _from_hf(cls, c: dict, name):
                   moe_d_ff=kw["d_ff"])
     if mt == "qwen3_moe":
         step, only = r("decoder_sparse_step"), r("mlp_only_layers") or []
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+            raise ValueError(f"config.json mlp_only_layers={only!r} is not allowed: it must list layer indices")
         E = r("num_experts")
         if E > 0:  # modeling_qwen3_moe: MoE where layer not in mlp_only_layers and (layer + 1) % step == 0
             kw.update(n_routed_experts=E, n_experts_per_token=r("num_experts_per_tok"),
@@ -727,8 +734,17 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
 
     GPT-2 uses its own names and Conv1D layout ``[in, out]``.  Phi-3 checkpoints fuse q/k/v and
     gate/up into one tensor each; they are listed unfused here (same element count).
+
+    Raises:
+        ValueError: ``cfg`` is not a :class:`ModelConfig`.
     """
+    _require_config(cfg)
     return list(_tensor_specs(cfg))
+
+
+def _require_config(cfg) -> None:
+    if not isinstance(cfg, ModelConfig):
+        raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig (see model_config / ModelConfig.from_hf)")
 
 
 @functools.lru_cache(maxsize=256)  # calculators evaluate whole grids of presets
@@ -809,7 +825,6 @@ def _tensor_specs(cfg: ModelConfig) -> tuple:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=1024)
 def param_count(cfg: ModelConfig, active: bool = False) -> int:
     """Exact parameter count of ``cfg`` (tied embeddings counted once).
 
@@ -819,7 +834,18 @@ def param_count(cfg: ModelConfig, active: bool = False) -> int:
 
     Vendors' headline counts (``cfg.published_params``) agree with this to their printed precision;
     the presets' docstrings/notes explain any gap.
+
+    Raises:
+        ValueError: ``cfg`` is not a :class:`ModelConfig` or ``active`` not a bool.
     """
+    _require_config(cfg)
+    if not isinstance(active, bool):
+        raise ValueError(f"active={active!r} is not allowed; it must be True or False")
+    return _param_count(cfg, active)
+
+
+@functools.lru_cache(maxsize=1024)  # calculators evaluate whole grids of presets
+def _param_count(cfg: ModelConfig, active: bool) -> int:
     total = 0
     for t in _tensor_specs(cfg):
         if active and t.role == "expert" and t.expert >= cfg.n_experts_per_token:
@@ -947,6 +973,6 @@ def model_config(name: str) -> ModelConfig:
     Raises:
         ValueError: unknown name; the message lists the presets.
     """
-    if name not in MODEL_PRESETS:
+    if not isinstance(name, str) or name not in MODEL_PRESETS:
         raise ValueError(f"model={name!r} is not a preset; allowed: {', '.join(MODEL_PRESETS)}")
     return MODEL_PRESETS[name]

@@ -155,7 +155,7 @@ def read_safetensors_header(path) -> tuple[int, dict, dict]:
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
             raise ValueError(f"{where}: entry {info!r} must have exactly dtype, shape and data_offsets")
         dt, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
-        if dt not in SAFETENSORS_DTYPE_BITS:
+        if not isinstance(dt, str) or dt not in SAFETENSORS_DTYPE_BITS:
             raise ValueError(f"{where}: dtype={dt!r} is not a safetensors dtype; allowed: "
                              f"{', '.join(SAFETENSORS_DTYPE_BITS)}")
         if not isinstance(shape, list) or not all(_is_count(s) for s in shape):
@@ -192,8 +192,19 @@ def read_safetensors_header(path) -> tuple[int, dict, dict]:
 
 
 def tensor_file_range(header_len: int, info: dict) -> tuple[int, int]:
-    """Absolute byte range ``[begin, end)`` of one tensor in the file: ``8 + N + data_offsets``."""
-    b, e = info["data_offsets"]
+    """Absolute byte range ``[begin, end)`` of one tensor in the file: ``8 + N + data_offsets``.
+
+    Raises:
+        ValueError: ``header_len`` not a non-negative integer, or ``info`` without
+            ``data_offsets = [begin, end]`` (non-negative integers, begin ≤ end).
+    """
+    if not _is_count(header_len):
+        raise ValueError(f"header_len={header_len!r} is not allowed; it must be a non-negative integer")
+    offs = info.get("data_offsets") if isinstance(info, dict) else None
+    if not isinstance(offs, (list, tuple)) or len(offs) != 2 or not all(_is_count(o) for o in offs) \
+            or offs[1] < offs[0]:
+        raise ValueError(f"info={info!r} is not allowed; it needs data_offsets [begin, end] with 0 <= begin <= end")
+    b, e = offs
     return 8 + header_len + b, 8 + header_len + e
 
 
@@ -510,9 +521,18 @@ def tensor_parameters(name: str, dtype: str, shape, quantization_config: dict | 
     BERT's ``position_ids`` in INT64, or a known buffer name: 0).
 
     Raises:
-        ValueError: a packed tensor while ``quantization_config`` gives no bit width, or a bit
-            width that does not divide the element's.
+        ValueError: ``name`` not a string, ``dtype`` not a safetensors dtype, ``shape`` not a list
+            of non-negative integers; a packed tensor while ``quantization_config`` gives no bit
+            width, or a bit width that does not divide the element's.
     """
+    if not isinstance(name, str):
+        raise ValueError(f"name={name!r} is not allowed; give the tensor's name")
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:
+        raise ValueError(f"dtype={dtype!r} is not a safetensors dtype; allowed: {', '.join(SAFETENSORS_DTYPE_BITS)}")
+    if not isinstance(shape, (list, tuple)) or not all(_is_count(d) for d in shape):
+        raise ValueError(f"shape={shape!r} is not allowed; it must be a list of non-negative integers")
+    if quantization_config is not None and not isinstance(quantization_config, dict):
+        raise ValueError(f"quantization_config={quantization_config!r} is not allowed; give config.json's dict or None")
     numel = math.prod(shape)
     if name.endswith(QUANT_METADATA_SUFFIXES):
         return "quant_metadata", 0

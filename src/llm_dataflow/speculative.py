@@ -35,14 +35,27 @@ from .units import require_positive
 __all__ = [
     "expected_tokens_per_step", "speculative_speedup", "best_gamma", "speculative_calculator",
     "SpecStats", "speculative_generate", "build_target_from_draft", "make_speculative_pair",
-    "accepted_count_pmf", "acceptance_by_position",
+    "accepted_count_pmf", "acceptance_by_position", "MAX_GAMMA_LIST",
 ]
 
-def _check_alpha_gamma(alpha, gamma):
+#: Largest γ for the functions that return one entry per draft position (a pmf, per-position rates,
+#: a search over γ): a list of γ + 1 numbers must fit in memory and time.  Published systems
+#: draft at most a few dozen tokens per step (Leviathan et al. 2023 test γ ≤ 10).
+MAX_GAMMA_LIST = 65_536
+
+
+def _check_alpha_gamma(alpha, gamma, max_gamma: int | None = None, name: str = "gamma"):
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
         raise ValueError(f"alpha={alpha!r} is not allowed; the acceptance rate must lie in [0, 1]")
+    _check_gamma(gamma, max_gamma, name)
+
+
+def _check_gamma(gamma, max_gamma: int | None = None, name: str = "gamma"):
     if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-        raise ValueError(f"gamma={gamma!r} is not allowed; the number of draft tokens must be an integer >= 1")
+        raise ValueError(f"{name}={gamma!r} is not allowed; the number of draft tokens must be an integer >= 1")
+    if max_gamma is not None and gamma > max_gamma:
+        raise ValueError(f"{name}={gamma!r} is not allowed; at most MAX_GAMMA_LIST={max_gamma:,} here (one list "
+                         "entry per draft position)")
 
 
 def expected_tokens_per_step(alpha: float, gamma: int) -> float:
@@ -92,9 +105,10 @@ def accepted_count_pmf(alpha: float, gamma: int) -> list:
     for k = γ (Leviathan et al. 2023, §3.1).  Sums to 1.
 
     Raises:
-        ValueError: ``alpha`` outside [0, 1] or ``gamma`` not an integer ≥ 1.
+        ValueError: ``alpha`` outside [0, 1]; ``gamma`` not an integer in 1 … :data:`MAX_GAMMA_LIST`
+            (the list has γ + 1 entries).
     """
-    _check_alpha_gamma(alpha, gamma)
+    _check_alpha_gamma(alpha, gamma, MAX_GAMMA_LIST)
     return [alpha ** k * (1 - alpha) for k in range(gamma)] + [alpha ** gamma]
 
 
@@ -102,36 +116,42 @@ def acceptance_by_position(accepted: list, gamma: int) -> list:
     """Conditional acceptance rate of draft position i = 1 … γ: ``(tests_i, accepts_i, rate_i)``.
 
     Draft i is tested only if drafts 1 … i−1 were all accepted (n ≥ i − 1) and accepted if n ≥ i,
-    so ``rate_i = #{n ≥ i} / #{n ≥ i − 1}`` (NaN when never tested).  The i.i.d. model behind the
-    formula says every ``rate_i`` equals α; a trend with i shows dependence between positions — a
-    check the pooled α (:attr:`SpecStats.alpha`) cannot make, since it is fitted to the same counts.
+    so ``rate_i = #{n ≥ i} / #{n ≥ i − 1}`` (``None`` when never tested: the rate is undefined).
+    The i.i.d. model behind the formula says every ``rate_i`` equals α; a trend with i shows
+    dependence between positions — a check the pooled α (:attr:`SpecStats.alpha`) cannot make,
+    since it is fitted to the same counts.
 
     Args:
-        accepted: accepted drafts per step, each in 0 … γ (e.g. :attr:`SpecStats.accepted`).
+        accepted: accepted drafts per step, each an integer in 0 … γ (e.g. :attr:`SpecStats.accepted`).
 
     Raises:
-        ValueError: ``gamma`` < 1 or a count outside 0 … γ.
+        ValueError: ``gamma`` not an integer in 1 … :data:`MAX_GAMMA_LIST`, ``accepted`` not a
+            list of integers, or a count outside 0 … γ.
     """
-    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-        raise ValueError(f"gamma={gamma!r} is not allowed; the number of draft tokens must be an integer >= 1")
-    bad = [n for n in accepted if not 0 <= n <= gamma]
+    _check_gamma(gamma, MAX_GAMMA_LIST)
+    if not isinstance(accepted, (list, tuple)):
+        raise ValueError(f"accepted={accepted!r} is not allowed; give a list of accepted-draft counts")
+    bad = [n for n in accepted if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= gamma]
     if bad:
-        raise ValueError(f"accepted contains {bad[0]!r}; every count must lie in 0 … gamma={gamma}")
-    out = []
-    for i in range(1, gamma + 1):
-        tests = sum(1 for n in accepted if n >= i - 1)
-        acc = sum(1 for n in accepted if n >= i)
-        out.append((tests, acc, acc / tests if tests else math.nan))
-    return out
+        raise ValueError(f"accepted contains {bad[0]!r}; every count must be an integer in 0 … gamma={gamma}")
+    at_least = [0] * (gamma + 2)  # at_least[j] = #{n >= j}, by a histogram and a suffix sum: O(γ + steps)
+    for n in accepted:
+        at_least[n] += 1
+    for j in range(gamma - 1, -1, -1):
+        at_least[j] += at_least[j + 1]
+    return [(at_least[i - 1], at_least[i], at_least[i] / at_least[i - 1] if at_least[i - 1] else None)
+            for i in range(1, gamma + 1)]
 
 
 def best_gamma(alpha: float, cost_ratio: float, max_gamma: int = 16) -> tuple:
     """The γ in 1..``max_gamma`` maximising :func:`speculative_speedup`; returns ``(γ, speedup)``.
 
     Raises:
-        ValueError: bad ``alpha``, ``cost_ratio`` or ``max_gamma``.
+        ValueError: bad ``alpha`` or ``cost_ratio``; ``max_gamma`` not an integer in
+            1 … :data:`MAX_GAMMA_LIST`.
     """
-    require_positive("max_gamma", max_gamma)
+    _check_gamma(max_gamma, MAX_GAMMA_LIST, "max_gamma")
+    speculative_speedup(alpha, 1, cost_ratio)  # validates alpha and cost_ratio once
     best = max(range(1, max_gamma + 1), key=lambda g: speculative_speedup(alpha, g, cost_ratio))
     return best, speculative_speedup(alpha, best, cost_ratio)
 

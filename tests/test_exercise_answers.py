@@ -153,3 +153,27 @@ def test_ch02_prose_numbers():
     ids_b, state_b = ldf.input_vs_state(1000, 4096, "int32", "bf16")
     assert (ids_b, state_b, state_b // ids_b) == (4000, 8_192_000, 2048)
     assert round(20 / 35, 2) == 0.57 and len(ldf.book_corpus().encode("utf-8")) == 3115
+
+
+def test_ch07_solutions():
+    d = ldf.model_config("Llama-3.1-70B").d_model
+    small, big, pre = 1 * d * 2, 1024 * d * 2, 4096 * d * 2
+    assert big == 16_777_216                                   # "16.78 MB per all-reduce at B = 1024"
+    t = {a: ldf.collective_time("all_reduce", small, 8, "NVLink4", a) for a in ldf.ALL_REDUCE_ALGORITHMS}
+    assert round(t["ring"] / t["one_shot"]) == 11 and round(t["ring"] / t["nvls"]) == 7
+    assert round(t["ring"] / t["tree"]) == 2
+    # latency share: batch 1 latency-bound, batch 1024 and the prefill bandwidth-bound (NVLink4, ring)
+    lat = 14 * ldf.link("NVLink4").latency_s
+    assert lat / t["ring"] > 0.99
+    assert lat / ldf.collective_time("all_reduce", big, 8, "NVLink4") < 0.2
+    assert lat / ldf.collective_time("all_reduce", pre, 8, "NVLink4") < 0.1
+    # exercise 5 / topology: 2 of the 16 ring hops cross InfiniBand; 30 steps
+    assert ldf.ring_hops(16, 8) == (14, 2) and ldf.collective_steps("all_reduce", 16) == 30
+    # exercise 1: 1.75 x 64 MiB per GPU; time ratio close to the per-direction bandwidth ratio 9
+    assert ldf.collective_bytes_per_rank("all_reduce", 64 * 2**20, 8) == 1.75 * 64 * 2**20
+    r = ldf.collective_time("all_reduce", 64 * 2**20, 8, "InfiniBand-NDR") / ldf.collective_time("all_reduce", 64 * 2**20, 8, "NVLink4")
+    assert 8.5 < r < 9.0 and 450e9 / 50e9 == 9
+    # exercise 3: 28 micro-batches bring the bubble of 4 stages below 10 %
+    assert ldf.pipeline_bubble_fraction(4, 28) < 0.1 <= ldf.pipeline_bubble_fraction(4, 27)
+    # Grace Hopper's NVLink-C2C: 450 GB/s each way, about seven times PCIe Gen5 x16 per direction
+    assert round(450e9 / ldf.link("PCIe-Gen5-x16").bandwidth_per_direction) == 7

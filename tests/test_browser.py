@@ -1,10 +1,27 @@
 """Real-browser tests of the built web book (headless Debian Chromium driven by Playwright).
 
-For every page, served by a local static server: no console error, no request to another host,
-math typeset by MathJax, embedded widgets rendered, images loaded, calculators drawn; a
-screenshot per page goes to ``artifacts/screenshots/`` (gitignored).  For one page per calculator
-function, moving every control changes the shown values to what the package computes for that
-setting.  The site also works from ``file://``.
+Every page is opened, over a local static server, at a desktop width (1280 px) and a phone width
+(390 px).  At each width:
+
+* it loads cleanly: no console error, no request to another host, all math rendered, embedded
+  widgets drawn, images loaded, calculators drawn (``test_page_loads_cleanly``); a full-page
+  screenshot goes to ``artifacts/screenshots/<page>.<width>.png`` (gitignored);
+* nothing is cut off: no code block, output, table or equation is wider than the text column
+  unless it scrolls inside its own box *and* shows the scroll affordance of ``book/_ext/static/
+  ldf.js``/``ldf.css`` (a shaded edge); no box hides overflow; no table squeezes a column to one
+  word per line; the page itself never scrolls sideways (``test_nothing_wider_than_its_column``);
+  at desktop width, results (outputs, tables, display equations) fit without scrolling at all
+  (``test_results_fit_at_desktop_width``);
+* figures are sharp and legible: SVG (vector) or PNG with at least 2 image pixels per CSS
+  pixel, and the smallest text of an SVG figure drawn at >= 10 px on the desktop, >= 8 px on
+  the phone (``test_figures_sharp_and_legible``).
+
+Besides: the phone drawer opens and its chapter links work, the intro's chapter table links
+every chapter (``test_phone_navigation``); one search box per page (``test_one_search_box``);
+each page's weight, every byte the browser fetches from an empty cache, is under 4 MB for pages
+without widgets (``test_page_weight``, table in ``artifacts/page_weight.txt``); calculators
+follow their controls; the site works from ``file://``, search included; dark mode stays
+readable.
 
 Needs: the built site (``bash tools/build_book.sh``; ``LDF_SITE_DIR`` points elsewhere), the
 ``playwright`` Python package and Debian's ``chromium`` (``apt-get install -y chromium``; never
@@ -22,19 +39,27 @@ import pathlib
 import re
 import shutil
 import threading
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
-SHOTS = ROOT / "artifacts" / "screenshots"
+ARTIFACTS = ROOT / "artifacts"
+SHOTS = ARTIFACTS / "screenshots"
 NOT_PAGES = ("_vendor", "_static", "_sources", "_images")
 # Flags that keep Chromium off the network and quiet (see /work/shared/FACTS.md).
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
 TIMEOUT_MS = 30_000
+WIDTHS = {"desktop": 1280, "phone": 390}
+# Smallest figure text, in CSS px, as drawn at each width (matplotlib's default 10 pt ticks on a
+# 90 dpi PNG were 6-7 px on the desktop and ~4 px on a phone).
+MIN_FIGURE_TEXT_PX = {"desktop": 10.0, "phone": 8.0}
+MIN_PNG_DENSITY = 2.0           # image pixels per CSS pixel
+MAX_PAGE_MB = 4.0               # every byte fetched from an empty cache, MB = 1e6 bytes
+MAX_WIDGET_PAGE_MB = 7.0        # pages that render ipywidgets views (the 3.6 MB widget manager)
 
 
 def _require(condition: bool, why: str):
@@ -59,6 +84,11 @@ def site_pages() -> list[str]:
                   and p.name not in ("genindex.html", "search.html", "index.html"))
 
 
+def _page_params():
+    pages = site_pages() or ["(no site)"]
+    return [pytest.param(rel, w, id=f"{rel}-{w}") for rel in pages for w in WIDTHS]
+
+
 @pytest.fixture(scope="module")
 def browser():
     _require((SITE / "index.html").is_file(), f"no built site at {SITE} (bash tools/build_book.sh)")
@@ -80,6 +110,12 @@ def server():
         def log_message(self, *args):
             pass
 
+        def handle(self):
+            try:
+                super().handle()
+            except (BrokenPipeError, ConnectionResetError):   # the browser moved on
+                pass
+
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(SITE)))
     t = threading.Thread(target=httpd.serve_forever, daemon=True)
     t.start()
@@ -88,16 +124,23 @@ def server():
 
 
 class Visit:
-    """Opens one page, recording console errors, page errors and requests to other hosts."""
+    """Opens pages in a fresh browser context (empty cache), recording console errors, page
+    errors, requests to other hosts and the bytes of every response."""
 
-    def __init__(self, browser, base: str):
+    def __init__(self, browser, base: str, width: int = 1280, color_scheme: str | None = None):
         self.base = base
-        self.page = browser.new_page(viewport={"width": 1200, "height": 900})
+        phone = width < 600
+        self.context = browser.new_context(
+            viewport={"width": width, "height": 844 if phone else 900}, is_mobile=phone, has_touch=phone,
+            device_scale_factor=1, color_scheme=color_scheme)
+        self.page = self.context.new_page()
         self.errors: list[str] = []
         self.external: list[str] = []
+        self.bytes: dict[str, int] = {}
         self.page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}")
                      if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("requestfinished", self._finished)
         self.page.route("**/*", self._route)
 
     def _route(self, route):
@@ -111,30 +154,39 @@ class Visit:
             self.external.append(url)
             route.abort()
 
+    def _finished(self, request):
+        try:
+            size = request.sizes()["responseBodySize"]
+        except Exception:   # a request without a response body (aborted, data: URL)
+            size = 0
+        url = request.url.split("#")[0]
+        self.bytes[url] = max(self.bytes.get(url, 0), size)
+
     def open(self, rel: str):
         self.page.goto(f"{self.base}/{rel}", wait_until="load", timeout=TIMEOUT_MS)
-        try:   # best effort: the checks below wait for what matters (math, widgets, calculators)
+        try:   # best effort: the checks below wait for what matters (widgets, calculators)
             self.page.wait_for_load_state("networkidle", timeout=10_000)
         except Exception:
             pass
         return self.page
 
     def close(self):
-        self.page.close()
+        self.context.close()
 
 
 def _typeset(page) -> None:
-    """Wait for MathJax, then check every Sphinx math element holds rendered math."""
-    n_math = page.locator(".math").count()
-    if not n_math:
+    """Every Sphinx math element holds rendered math: SVG written at build time (book/_ext/
+    ldf_math.py) or, on a site built without Node.js, typeset by MathJax in the page."""
+    if not page.locator(".math").count():
         return
-    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                           timeout=TIMEOUT_MS)
-    page.evaluate("() => MathJax.startup.promise")
+    if page.evaluate("() => !!document.querySelector('script[src*=\"mathjax\" i]')"):
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                               timeout=TIMEOUT_MS)
+        page.evaluate("() => MathJax.startup.promise")
     raw = page.evaluate("""() => Array.from(document.querySelectorAll('.math'))
         .filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60))""")
-    assert not raw, f"math left untypeset: {raw[:5]}"
-    assert page.locator("mjx-merror").count() == 0, "MathJax reported a TeX error"
+    assert not raw, f"math left as TeX: {raw[:5]}"
+    assert page.locator("mjx-merror, [data-mjx-error]").count() == 0, "a formula shows a TeX error"
 
 
 def _check_page(page) -> dict:
@@ -154,20 +206,275 @@ def _check_page(page) -> dict:
     return {"widgets": n_views, "calculators": n_calc}
 
 
-@pytest.mark.parametrize("rel", site_pages() or ["(no site)"])
-def test_page_loads_cleanly(browser, server, rel):
+# --- what one page looks like at one width -------------------------------------------------
+
+# Boxes whose content a reader needs; each must fit the column or scroll with the affordance.
+_LAYOUT_JS = r"""() => {
+  const art = document.querySelector('article.bd-article') || document.querySelector('main');
+  const cs = getComputedStyle(art), r = art.getBoundingClientRect();
+  // the text column, with 6 px of slack (an inline code box's padding may reach into the margin)
+  const L = r.left + parseFloat(cs.paddingLeft) - 6, R = r.right - parseFloat(cs.paddingRight) + 6;
+  const where = el => {
+    let h = null;
+    for (let e = el; e && !h; e = e.previousElementSibling || e.parentElement) {
+      const c = e.matches && e.matches('section') ? e.querySelector('h1, h2, h3') : null;
+      if (e.matches && e.matches('h1, h2, h3')) h = e; else if (c) h = c;
+    }
+    const cls = (el.className && el.className.baseVal === undefined ? el.className : '') || '';
+    return `${el.tagName.toLowerCase()}.${cls.split(' ').filter(Boolean).slice(0, 3).join('.')}` +
+           ` "${(el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 50)}"` +
+           (h ? ` (under "${h.textContent.replace(/[#¶]/g, '').trim().slice(0, 40)}")` : '');
+  };
+  const scrollBox = el => {
+    for (let a = el; a && a !== art; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth + 1) return a;
+    }
+    return null;
+  };
+  const isResult = el => !!el.closest('.cell_output, div.math, table, .ldf-calc-card');
+  const sel = 'pre, table, div.math, mjx-container, img, svg, .ldf-calc-card, .cell_output .output, ' +
+              'p, li, dt, dd, h1, h2, h3, h4, blockquote, .admonition, code';
+  const cut = [], noCue = [], scrolls = [], squeezed = [], seen = new Set();
+  for (const el of art.querySelectorAll(sel)) {
+    if (!el.getClientRects().length || el.closest('#jb-print-docs-body, .bd-header-article, .ldf-skip')) continue;
+    if (el.closest('svg') && el.tagName.toLowerCase() !== 'svg') continue;
+    const b = el.getBoundingClientRect();
+    if (!b.width) continue;
+    const box = scrollBox(el);
+    if (box) {
+      if (seen.has(box)) continue;
+      seen.add(box);
+      const bb = box.getBoundingClientRect(), hidden = box.scrollWidth - box.clientWidth;
+      if (bb.right > R || bb.left < L) cut.push(`${where(box)}: its scrolling box is ${Math.round(Math.max(bb.right - R, L - bb.left))} px wider than the column`);
+      else if (!box.classList.contains('ldf-scrolls') || getComputedStyle(box).boxShadow === 'none')
+        noCue.push(`${where(box)}: ${hidden} px hidden, no scroll affordance`);
+      scrolls.push({what: where(box), hidden: hidden, width: box.clientWidth, result: isResult(box),
+                    code: !!box.closest('.cell_input, div.highlight') && !box.closest('.cell_output')});
+      continue;
+    }
+    if (b.right > R || b.left < L) {
+      cut.push(`${where(el)}: ${Math.round(Math.max(b.right - R, L - b.left))} px beyond the column`);
+      continue;
+    }
+    const o = getComputedStyle(el).overflowX;
+    if ((o === 'hidden' || o === 'clip') && el.scrollWidth > el.clientWidth + 1)
+      cut.push(`${where(el)}: ${el.scrollWidth - el.clientWidth} px clipped (overflow ${o})`);
+  }
+  // a table column squeezed to one word per line
+  for (const cell of art.querySelectorAll('td, th')) {
+    const words = (cell.textContent || '').trim().split(/\s+/).filter(w => w.length > 1)
+      .concat(Array.from(cell.querySelectorAll('mjx-container')));   // a formula counts as a word
+    if (words.length < 4 || !cell.getClientRects().length) continue;
+    const tops = [], walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+      const range = document.createRange(); range.selectNodeContents(t);
+      for (const x of range.getClientRects()) if (x.width > 0) tops.push(x.top);
+    }
+    tops.sort((a, b) => a - b);
+    const lines = tops.filter((t, i) => i === 0 || t - tops[i - 1] > 4).length;   // one per line box
+    if (lines >= words.length) squeezed.push(`${where(cell)}: ${words.length} words on ${lines} lines`);
+  }
+  const page = document.scrollingElement.scrollWidth - window.innerWidth;
+  return {cut, noCue, scrolls, squeezed, pageOverflow: page > 1 ? page : 0};
+}"""
+
+_FIGURES_JS = r"""() => Array.from(document.querySelectorAll('article img')).filter(i => i.getClientRects().length)
+  .map(i => ({src: i.getAttribute('src'), natural: i.naturalWidth, shown: i.getBoundingClientRect().width}))"""
+
+
+def _svg_text(src_path: pathlib.Path) -> tuple[float, float | None]:
+    """(viewBox width, smallest font size in viewBox units or None when text is outlined)."""
+    text = src_path.read_text(encoding="utf-8", errors="replace")
+    m = re.search(r'viewBox="[-0-9.e]+\s+[-0-9.e]+\s+([0-9.e]+)\s+[0-9.e]+"', text)
+    vb = float(m.group(1)) if m else None
+    if vb is None:
+        m = re.search(r'<svg[^>]*\swidth="([0-9.]+)(?:pt|px)?"', text)
+        vb = float(m.group(1)) if m else 0.0
+    sizes = [float(s) for s in re.findall(r"font-size:\s*([0-9.]+)(?:px)?", text)]
+    sizes += [float(s) for s in re.findall(r'font-size="([0-9.]+)(?:px)?"', text)]
+    return vb, (min(sizes) if sizes else None)
+
+
+def _figure_problems(rel: str, width: str, figures: list[dict]) -> list[str]:
+    out = []
+    for f in figures:
+        src = f["src"] or ""
+        if src.startswith("data:") or f["shown"] < 1:
+            continue
+        path = (SITE / rel).parent / unquote(urlsplit(src).path)
+        if src.lower().split("?")[0].endswith(".svg"):
+            if not path.is_file():
+                continue
+            vb, smallest = _svg_text(path)
+            if smallest is not None and vb:
+                px = smallest * f["shown"] / vb
+                if px < MIN_FIGURE_TEXT_PX[width] - 0.05:
+                    out.append(f"{src}: smallest text {px:.1f} px at {WIDTHS[width]} px "
+                               f"(< {MIN_FIGURE_TEXT_PX[width]} px)")
+        else:
+            density = f["natural"] / f["shown"]
+            if density < MIN_PNG_DENSITY - 0.01:
+                out.append(f"{src}: raster at {density:.2f} image px per CSS px (< {MIN_PNG_DENSITY}); "
+                           "use SVG (ldf.use_book_style()) or a denser PNG")
+    return out
+
+
+_INSPECTED: dict[tuple[str, str], dict] = {}
+
+
+def _inspect(browser, server, rel: str, width: str) -> dict:
+    """Open ``rel`` at ``width`` once per session; every per-page test reads the result."""
+    key = (rel, width)
+    if key not in _INSPECTED:
+        v = Visit(browser, server, WIDTHS[width])
+        try:
+            page = v.open(rel)
+            result = {"load_error": None}
+            try:
+                result.update(_check_page(page))
+            except AssertionError as e:
+                result["load_error"] = str(e)
+            page.wait_for_function("() => document.documentElement.hasAttribute('data-ldf-scroll-marked')",
+                                   timeout=TIMEOUT_MS)
+            page.evaluate("() => new Promise(r => setTimeout(r, 250))")   # ldf.js re-marks after load
+            result["layout"] = page.evaluate(_LAYOUT_JS)
+            result["figures"] = _figure_problems(rel, width, page.evaluate(_FIGURES_JS))
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"{rel.replace('/', '__')}.{WIDTHS[width]}.png"), full_page=True)
+            result["errors"], result["external"] = list(v.errors), list(v.external)
+        finally:
+            v.close()
+        _INSPECTED[key] = result
+    return _INSPECTED[key]
+
+
+@pytest.mark.parametrize("rel,width", _page_params())
+def test_page_loads_cleanly(browser, server, rel, width):
     if rel == "(no site)":
         _require(False, f"no built site at {SITE}")
-    v = Visit(browser, server)
+    r = _inspect(browser, server, rel, width)
+    assert r["load_error"] is None, f"{rel}: {r['load_error']}"
+    assert not r["external"], f"{rel} requested other hosts: {r['external']}"
+    assert not r["errors"], f"{rel} console errors: {r['errors']}"
+
+
+@pytest.mark.parametrize("rel,width", _page_params())
+def test_nothing_wider_than_its_column(browser, server, rel, width):
+    if rel == "(no site)":
+        _require(False, f"no built site at {SITE}")
+    lay = _inspect(browser, server, rel, width)["layout"]
+    problems = ([f"cut off: {c}" for c in lay["cut"]] + [f"no scroll cue: {c}" for c in lay["noCue"]]
+                + [f"squeezed: {c}" for c in lay["squeezed"]])
+    if lay["pageOverflow"]:
+        problems.append(f"the page scrolls sideways by {lay['pageOverflow']} px")
+    assert not problems, f"{rel} at {WIDTHS[width]} px:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("rel", site_pages() or ["(no site)"])
+def test_results_fit_at_desktop_width(browser, server, rel):
+    """At 1280 px an output, a table or a display equation the text discusses is seen whole:
+    no sideways scrolling (code cells may scroll, with the cue)."""
+    if rel == "(no site)":
+        _require(False, f"no built site at {SITE}")
+    lay = _inspect(browser, server, rel, "desktop")["layout"]
+    wide = [f"{s['what']}: {s['hidden']} px of {s['width'] + s['hidden']} px hidden"
+            for s in lay["scrolls"] if s["result"] and not s["code"]]
+    assert not wide, f"{rel}: results that do not fit a 1280 px page's column:\n  " + "\n  ".join(wide)
+
+
+@pytest.mark.parametrize("rel,width", _page_params())
+def test_figures_sharp_and_legible(browser, server, rel, width):
+    if rel == "(no site)":
+        _require(False, f"no built site at {SITE}")
+    problems = _inspect(browser, server, rel, width)["figures"]
+    assert not problems, f"{rel}:\n  " + "\n  ".join(problems)
+
+
+def test_phone_navigation(browser, server):
+    """At 390 px: the "toggle primary sidebar" button opens the drawer, a chapter link in it
+    opens that chapter; the "on this page" button opens the page's contents; the intro's chapter
+    table links every chapter."""
+    chapters = [p for p in site_pages() if p.startswith("notebooks/")]
+    if not chapters:
+        pytest.skip("no chapter page")
+    v = Visit(browser, server, WIDTHS["phone"])
     try:
-        page = v.open(rel)
-        _check_page(page)
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / (rel.replace("/", "__") + ".png")), full_page=True)
-        assert not v.external, f"{rel} requested other hosts: {v.external}"
-        assert not v.errors, f"{rel} console errors: {v.errors}"
+        page = v.open(chapters[0])
+        toggles = page.locator(".primary-toggle")
+        visible = [i for i in range(toggles.count()) if toggles.nth(i).is_visible()]
+        assert toggles.count() == 1 and visible, \
+            f"{toggles.count()} .primary-toggle buttons, visible: {visible} (the theme wires only the first)"
+        toggles.first.tap()
+        page.wait_for_function("() => document.getElementById('pst-primary-sidebar-modal').open", timeout=5_000)
+        target = chapters[-1]
+        link = page.locator(f'#pst-primary-sidebar-modal a[href$="{pathlib.PurePosixPath(target).name}"]').first
+        assert link.is_visible(), "the drawer shows no link to the last chapter"
+        with page.expect_navigation(timeout=TIMEOUT_MS):
+            link.tap()
+        assert page.url.endswith(target), page.url
+        page.locator(".secondary-toggle:visible").first.tap()
+        page.wait_for_function("() => document.getElementById('pst-secondary-sidebar-modal').open", timeout=5_000)
+        assert page.locator("#pst-secondary-sidebar-modal a").first.is_visible()
+        page = v.open("book/intro.html")
+        hrefs = page.eval_on_selector_all("article table a[href]", "els => els.map(e => e.getAttribute('href'))")
+        linked = {pathlib.PurePosixPath(urlsplit(h).path).name for h in hrefs}
+        missing = [c for c in _toc_chapters() if pathlib.PurePosixPath(c).name not in linked]
+        assert not missing, f"the intro's chapter table does not link: {missing}"
+        assert not v.errors, v.errors
     finally:
         v.close()
+
+
+def _toc_chapters() -> list[str]:
+    """The pages of the "Chapters" part of _toc.yml, as built file names."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return [c["file"] + ".html" for part in toc.get("parts", []) if part.get("caption") == "Chapters"
+            for c in part.get("chapters", [])]
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_one_search_box(browser, server, width):
+    """One visible search box or button per page (the theme's extra header bar added a second)."""
+    v = Visit(browser, server, WIDTHS[width])
+    try:
+        for rel in [p for p in site_pages() if p.startswith("notebooks/")][:1] + ["search.html"]:
+            page = v.open(rel)
+            n = page.evaluate("""() => Array.from(document.querySelectorAll(
+                    '.search-button-field, .search-button, form.bd-search'))
+                .filter(e => e.getClientRects().length && getComputedStyle(e).visibility !== 'hidden'
+                             && !e.closest('dialog:not([open])') && !e.closest('#search-documentation, .bd-search-container'))
+                .length""")
+            assert n == 1, f"{rel} at {WIDTHS[width]} px shows {n} search boxes"
+    finally:
+        v.close()
+
+
+def test_page_weight(browser, server):
+    """Every byte a first visit fetches (HTML, CSS, scripts, fonts, images; empty cache).  Pages
+    without an ipywidgets view stay under MAX_PAGE_MB; the table goes to artifacts/."""
+    pages = site_pages() + ["search.html"]
+    rows, over = [], []
+    for rel in pages:
+        v = Visit(browser, server, WIDTHS["desktop"])
+        try:
+            page = v.open(rel)
+            _check_page(page)
+            widgets = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+            total = sum(v.bytes.values()) / 1e6
+            biggest = sorted(v.bytes.items(), key=lambda kv: -kv[1])[:3]
+            rows.append(f"{rel:45s} {total:6.2f} MB  {len(v.bytes):3d} files  widgets={widgets:2d}  "
+                        + ", ".join(f"{urlsplit(u).path.rsplit('/', 1)[-1]} {b / 1e6:.2f}" for u, b in biggest))
+            limit = MAX_WIDGET_PAGE_MB if widgets else MAX_PAGE_MB
+            if total > limit:
+                over.append(f"{rel}: {total:.2f} MB > {limit} MB")
+        finally:
+            v.close()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "page_weight.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert not over, "pages too heavy:\n" + "\n".join(over) + "\n\n" + "\n".join(rows)
 
 
 def _specs(rel: str) -> list[dict]:
@@ -260,18 +567,26 @@ def test_every_calculator_follows_its_controls(browser, server):
 
 
 def test_site_works_from_file_urls(browser):
-    """Opened straight from disk: pages with math, widgets and calculators still render."""
+    """Opened straight from disk: pages with math, widgets and calculators still render, and the
+    search lists results quietly (no excerpts: a page from disk may not read other files)."""
     _require((SITE / "index.html").is_file(), f"no built site at {SITE}")
     pages = site_pages()
     chosen = [p for p in pages if p.startswith("book/")][:1]
     calcs = _calculators()
     chosen += sorted({rel for rel, _ in calcs.values()})[:2]
     chosen += [p for p in pages if p.startswith("notebooks/")][:1]
+    widget_pages = [p for p in pages if "application/vnd.jupyter.widget-view+json" in (SITE / p).read_text(encoding="utf-8")]
+    chosen += widget_pages[:1]
     v = Visit(browser, SITE.resolve().as_uri())
     try:
         for rel in dict.fromkeys(chosen):
             page = v.open(rel)
             _check_page(page)
+        page = v.open("search.html?q=prefill")
+        page.wait_for_selector("ul.search li", timeout=TIMEOUT_MS)
+        page.wait_for_timeout(500)
+        assert page.locator("ul.search li").count() >= 1
+        assert page.locator(".ldf-file-search-note").is_visible(), "no note on why excerpts are missing"
         assert not v.external, f"requests to other hosts from file://: {v.external}"
         assert not v.errors, f"console errors from file://: {v.errors}"
     finally:
@@ -293,20 +608,31 @@ def test_search_and_launch_buttons(browser, server):
             assert any("mybinder.org" in h or "colab.research.google.com" in h for h in hrefs), \
                 "no launch button (repository.url / launch_buttons in _config.yml)"
         assert not v.external, v.external
+        assert not v.errors, v.errors
     finally:
         v.close()
 
 
+def _luminance(rgb: str) -> float:
+    vals = [float(x) for x in re.findall(r"[0-9.]+", rgb)[:3]]
+    lin = [(c / 255 / 12.92) if c / 255 <= 0.03928 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in vals]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(fg: str, bg: str) -> float:
+    a, b = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    return (a + 0.05) / (b + 0.05)
+
+
 def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
-    """In the dark theme, calculators keep their white card and dark text; figures get a light
-    background from the theme.  Screenshots (dark) go to artifacts/screenshots/."""
+    """In the dark theme, calculator text contrasts with its card (WCAG AA, 4.5:1), figures keep
+    an opaque background, math follows the text colour.  Screenshot: artifacts/screenshots/."""
     calcs = _calculators()
     pages = sorted({rel for rel, _ in calcs.values()})[:1] or [p for p in site_pages() if p.startswith("notebooks/")][:1]
     if not pages:
         pytest.skip("no notebook page")
-    v = Visit(browser, server)
+    v = Visit(browser, server, color_scheme="dark")
     try:
-        v.page.emulate_media(color_scheme="dark")
         page = v.open(pages[0])
         page.evaluate("() => { localStorage.setItem('mode', 'dark'); }")
         page = v.open(pages[0])
@@ -315,9 +641,11 @@ def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
         cards = page.eval_on_selector_all(".ldf-calc-card", """els => els.map(e => [
             getComputedStyle(e).backgroundColor, getComputedStyle(e).color])""")
         for bg, fg in cards:
-            assert bg == "rgb(255, 255, 255)" and fg == "rgb(17, 17, 17)", (bg, fg)
+            assert _contrast(fg, bg) >= 4.5, (bg, fg)
         figs = page.eval_on_selector_all(".cell_output img", "els => els.map(e => getComputedStyle(e).backgroundColor)")
         assert all(bg not in ("rgba(0, 0, 0, 0)", "transparent") for bg in figs), figs
+        math = page.eval_on_selector_all("mjx-container svg", "els => els.slice(0, 3).map(e => [getComputedStyle(e).color, getComputedStyle(document.body).color])")
+        assert all(c == body for c, body in math), math
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / (pages[0].replace("/", "__") + ".dark.png")), full_page=True)
         assert not v.errors, v.errors

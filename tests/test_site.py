@@ -112,8 +112,11 @@ def test_stylesheets_fetch_nothing_from_another_host():
     assert not bad, "stylesheets fetch from other hosts:\n" + "\n".join(bad)
 
 
-def test_widget_and_math_libraries_are_local():
-    """Pages with embedded widgets load require.js and embed-amd.js from _vendor/; MathJax too."""
+def test_each_library_loads_only_where_it_is_used():
+    """The ipywidgets manager (require.js + embed-amd.js, 3.7 MB) loads, from _vendor/, exactly on
+    pages that render a widget view; math is SVG written at build time (book/_ext/ldf_math.py), so
+    no page loads MathJax; no page loads the theme's 1.5 MB Font Awesome script (the theme's
+    stylesheet draws the icons from web fonts)."""
     site = _site()
     if not (site / "_vendor").is_dir():
         pytest.skip("site built with CDN fallback")
@@ -121,11 +124,47 @@ def test_widget_and_math_libraries_are_local():
     for page in pages(site):
         html = page.read_text(encoding="utf-8")
         srcs = [urlsplit(u).path for k, u in loaded_urls(html) if k == "script"]
-        if "application/vnd.jupyter.widget-state+json" in html:
+        manager = any(s.endswith("_vendor/html-manager/embed-amd.js") for s in srcs)
+        if "application/vnd.jupyter.widget-view+json" in html:
             seen_widgets += 1
             assert any(s.endswith("_vendor/require.js") for s in srcs), page
-            assert any(s.endswith("_vendor/html-manager/embed-amd.js") for s in srcs), page
-        if any("mathjax" in s.lower() for s in srcs):
-            seen_math += 1
-            assert any("_vendor/mathjax/" in s for s in srcs), page
-    assert seen_math >= 1, "no page loads MathJax; expected math in the book"
+            assert manager, f"{page.relative_to(site)} shows widgets but does not load the manager"
+        else:
+            assert not manager, f"{page.relative_to(site)} loads the widget manager but shows no widget"
+            assert "application/vnd.jupyter.widget-state+json" not in html, page
+        assert not any("mathjax" in s.lower() for s in srcs), f"{page.relative_to(site)} loads MathJax"
+        assert not any(s.endswith("fontawesome.js") for s in srcs), f"{page.relative_to(site)} loads fontawesome.js"
+        soup = bs4.BeautifulSoup(html, "html.parser")
+        maths = soup.select(".math")
+        seen_math += bool(maths)
+        raw = [m.get_text()[:60] for m in maths if not m.find("mjx-container")]
+        assert not raw, f"{page.relative_to(site)}: math left as TeX: {raw[:3]}"
+    assert seen_math >= 1, "no page has math; expected math in the book"
+
+
+def test_every_page_has_the_favicon():
+    site = _site()
+    assert (site / "favicon.ico").is_file(), "no favicon.ico at the site root (browsers ask for it)"
+    missing = []
+    for page in pages(site):
+        if page.name == "index.html" and page.parent == site:
+            continue   # Jupyter Book's redirect to the first page
+        icons = [u for k, u in loaded_urls(page.read_text(encoding="utf-8")) if "icon" in k.split()]
+        if not icons or not (page.parent / unquote(urlsplit(icons[0]).path)).is_file():
+            missing.append(str(page.relative_to(site)))
+    assert not missing, f"pages without a working icon link: {missing}"
+
+
+def test_citations_of_one_author_and_year_are_told_apart():
+    """Twelve NVIDIA documents of 2025 used to read "[NVIDIA, 2025]" alike: each citation's text
+    names one work (book/_ext/ldf_cite.py adds a short title where author and year collide)."""
+    site = _site()
+    texts: dict[str, set[str]] = {}
+    for page in pages(site):
+        soup = bs4.BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for a in soup.select(".bibtex-citation a[href]"):
+            target = urlsplit(a["href"]).fragment
+            texts.setdefault(" ".join(a.get_text().split()), set()).add(target)
+    shared = {t: ids for t, ids in texts.items() if len(ids) > 1}
+    assert texts, "no citation found"
+    assert not shared, f"one citation text for several works: {shared}"

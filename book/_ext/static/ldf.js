@@ -17,7 +17,7 @@
   var BOXES = [
     "div.highlight > pre", ".cell_output pre", ".cell_output .output.text_html",
     ".cell_output .output.text_plain", "div.math", ".pst-scrollable-table-container",
-    ".table-wrapper", ".cell_output .ldf-calc-card"
+    ".table-wrapper", ".cell_output .ldf-calc-card", "mjx-container"
   ].join(", ");
 
   function mark(box) {
@@ -32,7 +32,15 @@
       box.removeAttribute("data-ldf-more");
     }
   }
+  function markWideInlineMath() {
+    document.querySelectorAll("span.math > mjx-container:not([display])").forEach(function (m) {
+      var line = m.closest("p, li, dd, td, th, div") || m.parentElement;
+      var wide = m.getBoundingClientRect().width > line.getBoundingClientRect().width;
+      if (wide) { m.classList.add("ldf-wide-inline"); }
+    });
+  }
   function markAll() {
+    markWideInlineMath();
     document.querySelectorAll(BOXES).forEach(mark);
     document.documentElement.setAttribute("data-ldf-scroll-marked", "1");
   }

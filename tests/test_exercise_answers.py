@@ -177,3 +177,29 @@ def test_ch07_solutions():
     assert ldf.pipeline_bubble_fraction(4, 28) < 0.1 <= ldf.pipeline_bubble_fraction(4, 27)
     # Grace Hopper's NVLink-C2C: 450 GB/s each way, about seven times PCIe Gen5 x16 per direction
     assert round(450e9 / ldf.link("PCIe-Gen5-x16").bandwidth_per_direction) == 7
+
+
+def test_ch06_solutions():
+    from torch.utils.flop_counter import FlopCounterMode
+    import torch
+    # exercise 1: 512 KiB per token, 2 GiB per 4,096-token sequence, 18 sequences in 40 GB
+    cfg = ldf.model_config("Llama-2-7B")
+    assert ldf.kv_bytes_per_token(cfg) == 32 * 2 * 32 * 128 * 2 == 512 * 1024
+    assert ldf.kv_cache_bytes(cfg, 4096) == 2 * ldf.GiB and 40 * ldf.GB // ldf.kv_cache_bytes(cfg, 4096) == 18
+    # exercise 2: DeepSeek-V3 caches 512 + 64 elements per layer and token
+    assert ldf.kv_bytes_per_token(ldf.model_config("DeepSeek-V3")) == 61 * 576 * 2
+    # exercise 5: tail waste at most 15 slots; 12 for a 500-token request against 8192 - 500 reserved
+    assert ldf.tail_waste(17, 16) == 15 and ldf.tail_waste(500, 16) == 12 and 8192 - 500 == 7692
+    # section 5: a causal tiled kernel skips the key tiles wholly in the future -- close to half of
+    # the FLOPs at T = S (36 of 64 tiles run for 8 x 8 tiles of 64; n(n+1)/2 of n^2 in general)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 512, 64, generator=g) for _ in range(3))
+    flops = {}
+    for causal in (True, False):
+        with FlopCounterMode(display=False) as fc:
+            ldf.flash_attention(q, k, v, causal, block_q=64, block_k=64)
+        flops[causal] = fc.get_total_flops()
+    assert flops[True] / flops[False] == 36 / 64
+    # section 4: the budget -- weights, modelled activations of a 2,048-token forward, 10 % reserve
+    fit = ldf.memory_fit("Llama-3-8B", "H100-SXM", batch=1, context=0, prompt_len=2048)
+    assert fit.reserve == 8e9 and fit.kv_room_tokens == 425_180

@@ -179,6 +179,43 @@ def test_ch07_solutions():
     assert round(450e9 / ldf.link("PCIe-Gen5-x16").bandwidth_per_direction) == 7
 
 
+def test_ch03_prose_and_solutions():
+    bench = ldf.model_config("bench-llama")
+    # the FP32 ledger's matmul rows, 39–55 FLOP/B, against FP32 (20) and BF16 (295) ridges
+    c = ldf.analytic_op_costs(bench, 1, 128, elem_bytes=4)
+    mm = [c[k][0] / c[k][1] for k in c if k in ldf.MATMUL_OPS]
+    assert (round(min(mm)), round(max(mm))) == (39, 55)
+    assert round(ldf.ridge_point("H100-SXM", "fp32")) == 20 and round(ldf.ridge_point("A100-80GB-SXM")) == 153
+    # attention: eager vs fused, T_pre = 128 (FP32) and Llama-3-8B at 8192 (BF16)
+    fused128 = ldf.analytic_op_costs(bench, 1, 128, elem_bytes=4, attention="fused")["attention"][1]
+    assert (c["attention"][1], fused128) == (9_715_712, 1_310_720) and round(c["attention"][1] / fused128, 1) == 7.4
+    e8, f8 = (sum(r + w for _, r, w in ldf.attention_traffic(1, 32, 8, 128, 8192, 8192, 2, k)) for k in ("eager", "fused"))
+    assert (e8, f8, round(e8 / f8)) == (68_954_357_760, 167_772_160, 411)
+    assert round(e8 / 3.35e12 * 1e3, 1) == 20.6 and round(f8 / 3.35e12 * 1e6) == 50
+    assert ldf.hardware("H100-SXM").hbm_bandwidth == 3.35e12
+    assert round(32 * e8 / 3.35e12 * 1e3) == 659 and round(32 * f8 / 3.35e12 * 1e3, 1) == 1.6
+    # regions (values also pinned in tests/test_ops.py)
+    assert ldf.op_regions("Llama-3-8B", "prefill", 1, 128)["matmuls (FLOP/B)"] == 122.1
+    assert ldf.layer_costs("Llama-3-8B", "prefill", 1, 128)["intensity (FLOP/B)"] == 115.7
+    assert ldf.matmul_ridge_tokens("Qwen3-30B-A3B", "H100-SXM") == 7152
+    cfg = ldf.model_config("Llama-3-8B")
+    assert cfg.n_heads // cfg.n_kv_heads == 4
+    # exercise 1: gate/up/down weights of one layer against the calculator's decode layer
+    assert 3 * 4096 * 14336 * 2 == 352_321_536
+    assert ldf.layer_costs("Llama-3-8B", "decode", 1, 1024)["bytes per layer"] == "440.80 MB"
+    # exercise 2: attention FLOPs equal the projections' at T = 5120 (dense), 10240 (causal)
+    T = 5120
+    assert 4 * T * T * 4096 == 2 * T * 4096 * (4096 + 2048 + 4096)
+    assert 2 * (2 * T) ** 2 * 4096 == 2 * (2 * T) * 4096 * (4096 + 2048 + 4096)
+    # exercise 4: fused residual add + RMSNorm, Llama-3-8B, T = 8192, BF16
+    fb = ldf.fusion_bytes(8192, 4096, 2, residual=True)
+    assert (fb["unfused"], fb["fused"]) == (671_195_136, 268_443_648)
+    saved = fb["unfused"] - fb["fused"]
+    assert saved == 402_751_488 and round(2 * saved / 1e6) == 806 and round(64 * saved / 1e9, 1) == 25.8
+    # exercise 5: experts hit under uniform routing
+    assert ldf.expected_experts_hit(8, 2, 1) == 2 and round(ldf.expected_experts_hit(8, 2, 64), 3) == 8.0
+
+
 def test_ch06_solutions():
     from torch.utils.flop_counter import FlopCounterMode
     import torch

@@ -189,6 +189,10 @@ def test_params_of_fp8_block_and_bnb_nf4_checkpoints():
     # a persistent buffer: BERT's position_ids, an old Llama conversion's inv_freq
     assert ldf.tensor_parameters("embeddings.position_ids", "I64", [1, 512]) == ("buffer", 0)
     assert ldf.tensor_parameters("model.layers.0.self_attn.rotary_emb.inv_freq", "F32", [64]) == ("buffer", 0)
+    # GPT-2 checkpoints written before transformers made them non-persistent store the causal mask
+    assert ldf.tensor_parameters("h.0.attn.bias", "U8", [1, 1, 1024, 1024]) == ("buffer", 0)
+    assert ldf.tensor_parameters("h.0.attn.masked_bias", "F32", []) == ("buffer", 0)
+    assert ldf.tensor_parameters("h.0.attn.c_attn.bias", "F32", [2304]) == ("parameter", 2304)
     with pytest.raises(ValueError, match="bits=3 does not divide"):
         ldf.tensor_parameters("x.qweight", "I32", [4, 4], {"bits": 3})
 

@@ -240,3 +240,7 @@ def test_ch06_solutions():
     # section 4: the budget -- weights, modelled activations of a 2,048-token forward, 10 % reserve
     fit = ldf.memory_fit("Llama-3-8B", "H100-SXM", batch=1, context=0, prompt_len=2048)
     assert fit.reserve == 8e9 and fit.kv_room_tokens == 425_180
+
+
+def test_ch00_model_size():
+    assert round(ldf.param_count(ldf.model_config("Llama-2-7B")) / 1e9, 2) == 6.74

@@ -103,3 +103,29 @@ def test_accepted_count_pmf_and_positions():
     with pytest.raises(ValueError, match="verify_ratio"):
         ldf.speculative_speedup(0.5, 2, 0.1, verify_ratio=0.0)
     assert ldf.speculative_speedup(0.5, 2, 0.1, 2.0) == pytest.approx(1.75 / 2.2)
+
+
+def test_timed_loops_parts_never_exceed_the_whole():
+    target, draft = ldf.make_speculative_pair(0.3, seed=0)
+    ids = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(4))
+    out, plain = ldf.timed_greedy_generate(target, ids, 20)
+    assert torch.equal(out, target.generate(ids, 20))                       # the same loop as generate
+    assert plain.part_n == {"prefill": 1, "decode": 19}
+    assert 0 < plain.forward_s <= plain.wall_s and plain.other_s >= 0
+    out, st = ldf.speculative_generate(target, draft, ids, 20, 3)
+    sp = st.timing
+    assert sp.wall_s == st.wall_s and sp.forward_s <= sp.wall_s
+    assert sp.part_n["verify"] == st.steps and sp.part_n["target prefill"] == 1
+    assert sp.part_n["draft"] + sp.part_n["draft prefill"] == st.draft_forwards
+    tm = ldf.time_speculative(target, draft, ids, 20, 3, repeat=3)
+    for t in (tm["plain"], tm["speculative"]):
+        assert t.forward_s <= t.wall_s                                       # parts within their whole
+    assert tm["speedup"] == tm["plain"].wall_s / tm["speculative"].wall_s
+    assert tm["c"] == tm["speculative"].mean_s("draft") / tm["plain"].mean_s("decode") > 0
+    assert tm["stats"].timing is tm["speculative"]
+    with pytest.raises(ValueError, match="repeat"):
+        ldf.time_speculative(target, draft, ids, 20, 3, repeat=0)
+    with pytest.raises(ValueError, match="kind"):
+        tm["plain"].mean_s("verify")
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        ldf.time_speculative(target, draft, ids, 1, 3, repeat=1)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -35,7 +36,8 @@ from .units import require_positive
 __all__ = [
     "expected_tokens_per_step", "speculative_speedup", "best_gamma", "speculative_calculator",
     "SpecStats", "speculative_generate", "build_target_from_draft", "make_speculative_pair",
-    "accepted_count_pmf", "acceptance_by_position", "MAX_GAMMA_LIST",
+    "accepted_count_pmf", "acceptance_by_position", "MAX_GAMMA_LIST", "LoopTiming", "timed_greedy_generate",
+    "time_speculative",
 ]
 
 #: Largest γ for the functions that return one entry per draft position (a pmf, per-position rates,
@@ -166,6 +168,105 @@ def speculative_calculator(alpha: float = 0.8, gamma: int = 4, cost_ratio: float
             "best γ (1..16)": g, "speed-up at best γ": round(s, 3)}
 
 
+# --- timing a generation loop and the forwards inside it ----------------------------------------
+@dataclass
+class LoopTiming:
+    """Wall time of one generation loop and of the forwards inside it, read from one clock.
+
+    Every part is an interval inside the loop's own interval, timed by the same clock
+    (``time.perf_counter``, after ``torch.cuda.synchronize()`` on a CUDA device), so the parts sum
+    to at most the whole: ``forward_s <= wall_s`` (tested).  What is left, :attr:`other_s`, is the
+    loop's own work between forwards (Python, building inputs, argmax, comparing proposals, cache
+    rollback).
+
+    Attributes:
+        wall_s: the whole loop, s.
+        part_s: summed seconds per kind of forward (e.g. ``"prefill"``, ``"decode"``,
+            ``"draft"``, ``"verify"``).
+        part_n: forwards per kind.
+    """
+
+    wall_s: float = 0.0
+    part_s: dict = field(default_factory=dict)
+    part_n: dict = field(default_factory=dict)
+
+    @property
+    def forward_s(self) -> float:
+        """Seconds spent inside forwards (all kinds), ≤ :attr:`wall_s`."""
+        return sum(self.part_s.values())
+
+    @property
+    def other_s(self) -> float:
+        """``wall_s − forward_s`` (≥ 0): the loop's own work between forwards."""
+        return self.wall_s - self.forward_s
+
+    def mean_s(self, kind: str) -> float:
+        """Mean seconds of one forward of ``kind``.
+
+        Raises:
+            ValueError: no forward of that kind was timed.
+        """
+        if not self.part_n.get(kind):
+            raise ValueError(f"kind={kind!r} is not allowed; timed kinds: {', '.join(self.part_n) or 'none'}")
+        return self.part_s[kind] / self.part_n[kind]
+
+
+class _Clock:
+    """One clock for a loop and its parts; synchronises a CUDA device before every reading."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.timing = LoopTiming()
+
+    def now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    @contextmanager
+    def part(self, kind: str):
+        t = self.now()
+        yield
+        self.timing.part_s[kind] = self.timing.part_s.get(kind, 0.0) + self.now() - t
+        self.timing.part_n[kind] = self.timing.part_n.get(kind, 0) + 1
+
+
+@torch.inference_mode()
+def timed_greedy_generate(model, input_ids: torch.Tensor, max_new_tokens: int) -> tuple[torch.Tensor, LoopTiming]:
+    """Plain greedy decoding with a KV cache — the loop of ``Decoder.generate(use_cache=True)`` —
+    timed the way :func:`speculative_generate` times itself: the whole loop and each forward
+    (``"prefill"``, ``"decode"``) on one clock.
+
+    Args:
+        model: a :class:`llm_dataflow.model.Decoder`.  input_ids: ``[1, T]``.
+        max_new_tokens: tokens to produce (≥ 1).
+
+    Returns:
+        ``(tokens [1, T + max_new_tokens], LoopTiming)``; tokens equal ``model.generate``'s (tested).
+
+    Raises:
+        ValueError: batch ≠ 1 or ``max_new_tokens`` < 1.
+    """
+    require_positive("max_new_tokens", max_new_tokens)
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; [1, T] (one sequence) is required")
+    clock = _Clock(input_ids.device)
+    t0 = clock.now()
+    T0 = input_ids.shape[1]
+    cache = model.new_cache(1, T0 + max_new_tokens)
+    out = input_ids[0].tolist()
+    with clock.part("prefill"):
+        logits = model(input_ids, cache, last_only=True)
+    out.append(int(logits[0, -1].argmax()))
+    for _ in range(max_new_tokens - 1):
+        step = torch.tensor([[out[-1]]], dtype=input_ids.dtype, device=input_ids.device)
+        with clock.part("decode"):
+            logits = model(step, cache)
+        out.append(int(logits[0, -1].argmax()))
+    clock.timing.wall_s = clock.now() - t0
+    return torch.tensor([out], dtype=input_ids.dtype, device=input_ids.device), clock.timing
+
+
 # --- greedy speculative decoding with KV caches --------------------------------------------------
 @dataclass
 class SpecStats:
@@ -176,6 +277,8 @@ class SpecStats:
         accepted: accepted draft tokens n_i of each verify step (0 … γ).
         target_forwards: target forwards including the prefill.  draft_forwards: likewise for the draft.
         wall_s: wall time of the call, s.
+        timing: the call's :class:`LoopTiming` — the whole and its forwards (``"target prefill"``,
+            ``"draft prefill"``, ``"draft"``, ``"verify"``) on one clock.
     """
 
     gamma: int
@@ -183,6 +286,7 @@ class SpecStats:
     target_forwards: int = 0
     draft_forwards: int = 0
     wall_s: float = 0.0
+    timing: LoopTiming = field(default_factory=LoopTiming)
 
     @property
     def steps(self) -> int:
@@ -244,15 +348,19 @@ def speculative_generate(target, draft, input_ids: torch.Tensor, max_new_tokens:
     if target.cfg.vocab_size != draft.cfg.vocab_size:
         raise ValueError(f"draft vocab_size={draft.cfg.vocab_size} differs from target vocab_size="
                          f"{target.cfg.vocab_size}; they must share the vocabulary")
-    t0 = time.perf_counter()
+    clock = _Clock(input_ids.device)
+    t0 = clock.now()
     st = SpecStats(gamma)
     T0 = input_ids.shape[1]
     max_len = T0 + max_new_tokens + gamma + 2
     tc, dc = target.new_cache(1, max_len), draft.new_cache(1, max_len)
     out = input_ids[0].tolist()
-    last = int(target(input_ids, tc, last_only=True)[0, -1].argmax())  # prefill: the first token
+    with clock.part("target prefill"):
+        logits = target(input_ids, tc, last_only=True)
+    last = int(logits[0, -1].argmax())  # prefill: the first token
     st.target_forwards += 1
-    draft(input_ids, dc, last_only=True)  # the draft's cache holds the prompt too
+    with clock.part("draft prefill"):
+        draft(input_ids, dc, last_only=True)  # the draft's cache holds the prompt too
     st.draft_forwards += 1
     out.append(last)
     pending = [last]  # tokens not yet in the draft's cache (ends with `last`)
@@ -261,13 +369,17 @@ def speculative_generate(target, draft, input_ids: torch.Tensor, max_new_tokens:
         props = []
         feed = pending
         for _ in range(gamma):
-            logits = draft(torch.tensor([feed], dtype=input_ids.dtype), dc, last_only=True)
+            x = torch.tensor([feed], dtype=input_ids.dtype, device=input_ids.device)
+            with clock.part("draft"):
+                logits = draft(x, dc, last_only=True)
             st.draft_forwards += 1
             props.append(int(logits[0, -1].argmax()))
             feed = props[-1:]
         # target: one forward over [last, d_1 … d_γ], γ + 1 positions
-        block = torch.tensor([[last] + props], dtype=input_ids.dtype)
-        g = target(block, tc)[0].argmax(-1).tolist()  # g_i = target's greedy token after position i
+        block = torch.tensor([[last] + props], dtype=input_ids.dtype, device=input_ids.device)
+        with clock.part("verify"):
+            logits = target(block, tc)
+        g = logits[0].argmax(-1).tolist()  # g_i = target's greedy token after position i
         st.target_forwards += 1
         n = 0
         while n < gamma and props[n] == g[n]:
@@ -281,8 +393,44 @@ def speculative_generate(target, draft, input_ids: torch.Tensor, max_new_tokens:
         else:
             pending = [props[-1], g[n]]  # d_γ was proposed but never fed to the draft
         last = g[n]
-    st.wall_s = time.perf_counter() - t0
-    return torch.tensor([out[:T0 + max_new_tokens]], dtype=input_ids.dtype), st
+    clock.timing.wall_s = st.wall_s = clock.now() - t0
+    st.timing = clock.timing
+    return torch.tensor([out[:T0 + max_new_tokens]], dtype=input_ids.dtype, device=input_ids.device), st
+
+
+def time_speculative(target, draft, input_ids: torch.Tensor, max_new_tokens: int, gamma: int = 4,
+                     repeat: int = 3) -> dict:
+    """Plain greedy and speculative decoding of the same prompt, timed the same way.
+
+    Both loops run ``repeat`` times, alternating (after one untimed warm-up of each), with the
+    same clock and the same synchronisation (:class:`LoopTiming`); for each loop the run with the
+    median wall time is kept *with its own parts*, so every part reported is part of the whole
+    reported beside it.  The cost ratios of the speed-up formula come from those runs:
+    ``c`` = mean draft forward / mean plain decode forward, ``v`` = mean verify forward (γ + 1
+    tokens) / mean plain decode forward.
+
+    Returns:
+        ``{"plain": LoopTiming, "speculative": LoopTiming, "stats": SpecStats (of the kept
+        speculative run), "c": float, "v": float, "speedup": plain wall / speculative wall}``.
+
+    Raises:
+        ValueError: as :func:`speculative_generate`, or ``repeat`` < 1.
+    """
+    require_positive("repeat", repeat)
+    timed_greedy_generate(target, input_ids, max_new_tokens)              # warm-up, untimed
+    speculative_generate(target, draft, input_ids, max_new_tokens, gamma)
+    plains, specs = [], []
+    for _ in range(repeat):
+        plains.append(timed_greedy_generate(target, input_ids, max_new_tokens)[1])
+        specs.append(speculative_generate(target, draft, input_ids, max_new_tokens, gamma)[1])
+    plain = sorted(plains, key=lambda t: t.wall_s)[(repeat - 1) // 2]     # the median run, parts included
+    st = sorted(specs, key=lambda s: s.wall_s)[(repeat - 1) // 2]
+    spec = st.timing
+    if "decode" not in plain.part_n or "draft" not in spec.part_n or "verify" not in spec.part_n:
+        raise ValueError(f"max_new_tokens={max_new_tokens} is too small to time a decode step; give at least 2")
+    step = plain.mean_s("decode")
+    return {"plain": plain, "speculative": spec, "stats": st, "c": spec.mean_s("draft") / step,
+            "v": spec.mean_s("verify") / step, "speedup": plain.wall_s / spec.wall_s}
 
 
 # --- a draft/target pair that agrees --------------------------------------------------------------

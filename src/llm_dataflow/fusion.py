@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .memory import cache_levels, time_calls
+from .measure import time_calls
+from .memory import cache_levels
 from .units import KiB, require_positive
 
 __all__ = ["norm_unfused", "norm_fused", "NormBuffers", "norm_buffers", "fused_block_rows", "fusion_bytes",
@@ -314,7 +315,7 @@ def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, d
     round, ``repeat`` rounds after one warm-up round — so that a neighbour's burst on a shared
     machine falls on all of them alike; each time is the median over the rounds, and each speed-up
     the median of the per-round ratios.  Calls are timed by
-    :func:`llm_dataflow.memory.time_calls`: with ``threads=1`` on CPU, by the thread's CPU time
+    :func:`llm_dataflow.measure.time_calls`: with ``threads=1`` on CPU, by the thread's CPU time
     (page faults included, other processes' time slices not).
 
     Returns (keys of paths not timed are left out):

@@ -211,7 +211,7 @@ def kv_cache_speedup(model, positions, *, min_rounds: int = 21, max_rounds: int 
     passed, at least ``min_rounds`` and at most ``max_rounds``: short steps (small ``t``) get many
     rounds, because there one neighbour's burst is as long as the step itself.
 
-    Each call is timed by :func:`llm_dataflow.memory.time_calls` — on one CPU thread, by that
+    Each call is timed by :func:`llm_dataflow.measure.time_calls` — on one CPU thread, by that
     thread's CPU time — and each time is the *best* of its rounds, not the median: on a shared
     machine other processes only ever add time, and when more processes than cores are runnable
     the scheduler preempts a 10 ms forward far more often than a 1 ms step, which biases even a
@@ -238,7 +238,7 @@ def kv_cache_speedup(model, positions, *, min_rounds: int = 21, max_rounds: int 
     import torch
 
     from .measure import progress, torch_threads
-    from .memory import time_calls
+    from .measure import time_calls
 
     cfg = model.cfg
     positions = list(positions)

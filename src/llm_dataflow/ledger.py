@@ -170,10 +170,12 @@ def memory_tiers(hw: HardwareSpec | str) -> list[MemoryTier]:
     return tiers
 
 
-def reader_tiers(dram_probe_bytes: int = 256 * 2**20, show_progress: bool = False) -> list[MemoryTier]:
+def reader_tiers(dram_probe_bytes: int | None = None, show_progress: bool = False) -> list[MemoryTier]:
     """This machine's CPU tiers: each cache the OS reports (capacity per instance) and main
     memory (physical RAM), with read bandwidth *measured* by :func:`llm_dataflow.memory.memory_mountain`
-    at half of each cache's size and at ``dram_probe_bytes`` for DRAM (one thread).
+    at half of each cache's size and at ``dram_probe_bytes`` for DRAM (one thread; default four
+    times the reported last-level cache and at least 256 MiB,
+    :func:`llm_dataflow.memory.past_last_level_bytes` — a VM may report a host's whole L3).
 
     Bandwidths are measurements (B/s) — print them with ``fmt_measured``.
 
@@ -182,8 +184,10 @@ def reader_tiers(dram_probe_bytes: int = 256 * 2**20, show_progress: bool = Fals
     """
     import os
 
-    from .memory import cache_levels, memory_mountain
+    from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
+    if dram_probe_bytes is None:
+        dram_probe_bytes = past_last_level_bytes(4, minimum=256 * 2**20)
     require_positive("dram_probe_bytes", dram_probe_bytes)
     caches = [c for c in cache_levels() if c.type in ("Data", "Unified")]
     sizes = [max(4096, c.size_bytes // 2) for c in caches] + [dram_probe_bytes]

@@ -48,11 +48,11 @@ from dataclasses import dataclass
 import torch
 
 from .measure import device as _default_device
-from .measure import progress, synchronize
+from .measure import progress, synchronize, time_calls
 from .units import KiB, MiB, fmt_bytes, require_positive
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
-           "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes", "time_calls",
+           "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",
            "mountain_sizes", "memory_mountain", "call_overhead", "tier_bandwidth", "dram_onset",
            "plot_mountain"]
 
@@ -273,52 +273,6 @@ def mountain_sizes(lo: int = 4 * KiB, hi: int | None = None, per_octave: int = 2
     if coarse:
         fine.add(math.ceil(hi / 64) * 64)                # the LLC itself
     return sorted(fine | set(coarse))
-
-
-def time_calls(fn, repeat: int = 5, warmup: int = 1, *, dev: torch.device | str | None = None,
-               clock: str = "auto") -> list[float]:
-    """Seconds of each of ``repeat`` calls of ``fn()`` after ``warmup`` untimed calls.
-
-    ``clock="thread"``: the calling thread's CPU time (``time.thread_time``, user + system; Linux
-    ``CLOCK_THREAD_CPUTIME_ID``).  For work that runs on the calling thread alone — torch on CPU
-    with one intra-op thread — it is the time the work took, stalls on memory and page faults
-    included, *without* the time the scheduler gave the core to other processes.  On a shared
-    2-core machine with ten runnable processes, a 10 ms forward's wall time tripled while its CPU
-    time stayed put (measured on the Intel kind).  ``clock="wall"``: ``time.perf_counter`` around
-    the call, with a GPU synchronisation.  ``"auto"``: ``"thread"`` on CPU when torch runs one
-    intra-op thread, else ``"wall"``.
-
-    Raises:
-        ValueError: ``repeat`` < 1, ``warmup`` < 0, an unknown ``clock``, or ``clock="thread"``
-            with a GPU device or more than one torch thread (other threads' work would be missed).
-    """
-    require_positive("repeat", repeat)
-    if not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup={warmup!r} is not allowed; it must be an integer >= 0")
-    if clock not in ("auto", "thread", "wall"):
-        raise ValueError(f"clock={clock!r} is not allowed; allowed: 'auto', 'thread', 'wall'")
-    dev = torch.device(dev) if dev is not None else _default_device()
-    single = dev.type == "cpu" and torch.get_num_threads() == 1
-    if clock == "auto":
-        clock = "thread" if single else "wall"
-    if clock == "thread" and not single:
-        raise ValueError(f"clock='thread' is not allowed on {dev} with {torch.get_num_threads()} torch threads; "
-                         "it needs a CPU device and torch.set_num_threads(1)")
-    for _ in range(warmup):
-        fn()
-    synchronize(dev)
-    out = []
-    for _ in range(repeat):
-        if clock == "thread":
-            t0 = time.thread_time()
-            fn()
-            out.append(time.thread_time() - t0)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            synchronize(dev)
-            out.append(time.perf_counter() - t0)
-    return out
 
 
 def _timed(fn, repeat: int, dev: torch.device, min_time_s: float, max_time_s: float

@@ -160,3 +160,13 @@ def test_prefill_and_decode_are_regions_not_definitions():
     assert ldf.critical_batch(ldf.model_config("Llama-3-8B"), "H100-SXM") == 297
     with pytest.raises(ValueError, match="max_tokens"):
         ldf.matmul_ridge_tokens("Llama-3-8B", max_tokens=8)
+
+
+def test_calculators_name_bad_inputs():
+    for fn, kw, field in ((ldf.op_regions, {"hardware": None}, "hardware"), (ldf.op_regions, {"hardware": []}, "hardware"),
+                          (ldf.op_regions, {"tokens": None}, "tokens"), (ldf.op_regions, {"phase": "train"}, "phase"),
+                          (ldf.matmul_ridge_tokens, {"hardware": None}, "hardware"),
+                          (ldf.layer_costs, {"tokens": -1}, "tokens"), (ldf.layer_costs, {"batch": 0}, "batch")):
+        with pytest.raises(ValueError, match=field):
+            fn(**kw)
+    assert ldf.layer_costs("Llama-3-8B", "decode", 1, 0)["most bytes"] == "gate_proj"   # an empty cache is allowed

@@ -60,7 +60,7 @@ def input_vs_state(n_tokens: int, d_model: int, id_dtype: str = "int32", act_dty
     require_positive("n_tokens", n_tokens)
     require_positive("d_model", d_model)
     check_dtype(id_dtype, ("int32", "int64"), "id_dtype")
-    check_dtype(act_dtype)
+    check_dtype(act_dtype, field="act_dtype")
     return n_tokens * dtype_bits(id_dtype) // 8, n_tokens * d_model * dtype_bits(act_dtype) // 8
 
 
@@ -73,6 +73,7 @@ def embedding_calc(model: str = "Llama-3-8B", seq_len: int = 1000, batch: int = 
     """
     cfg = model_config(model)
     require_positive("batch", batch)
+    require_positive("seq_len", seq_len)
     ids_b, state_b = input_vs_state(batch * seq_len, cfg.d_model, id_dtype, act_dtype)
     table = cfg.vocab_size * cfg.d_model * dtype_bits(act_dtype) // 8
     return {"token IDs (bytes)": ids_b, "hidden states per layer (MB)": round(state_b / MB, 3),

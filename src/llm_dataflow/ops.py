@@ -424,14 +424,15 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
     and most FLOPs (from :func:`analytic_op_costs`).
 
     Raises:
-        ValueError: unknown preset or dtype, an unsupported architecture (MLA, GeGLU, …), bad sizes.
+        ValueError: unknown preset, phase or dtype, an unsupported architecture (MLA, GeGLU, …),
+            ``batch`` < 1, ``tokens`` < 1 in prefill or < 0 in decode.
     """
     cfg = model_config(model)
     check_dtype(dtype)
+    require_positive("batch", batch)
+    seq, ctx = _layer_tokens(phase, tokens)
     e = dtype_bits(dtype) // 8
-    layer = next((i for i in range(cfg.n_layers) if cfg.is_moe_layer(i)), 0)
-    seq = tokens if phase == "prefill" else 1
-    ctx = tokens if phase == "decode" else 0
+    layer = _first_moe_layer(cfg)
     c = analytic_op_costs(cfg, batch, seq, phase, ctx, e, layer, attention="fused")
     fl = sum(v[0] for v in c.values())
     by = sum(v[1] for v in c.values())
@@ -445,6 +446,24 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
 
 def _first_moe_layer(cfg: ModelConfig) -> int:
     return next((i for i in range(cfg.n_layers) if cfg.is_moe_layer(i)), 0)
+
+
+def _hardware_spec(name):
+    """The preset ``name`` (ValueError naming ``hardware`` for anything else, a list included)."""
+    from .hardware import HARDWARE, hardware
+
+    if not isinstance(name, str):
+        raise ValueError(f"hardware={name!r} is not allowed; it must be a preset name: {', '.join(HARDWARE)}")
+    return hardware(name)
+
+
+def _layer_tokens(phase, tokens) -> tuple[int, int]:
+    """``(seq_len, context_len)`` of a calculator's ``tokens``: T in prefill, C in decode (named errors)."""
+    if phase not in PHASES:
+        raise ValueError(f"phase={phase!r} is not allowed; allowed: {', '.join(PHASES)}")
+    if phase == "prefill":
+        return require_positive("tokens", tokens), 0
+    return 1, require_nonnegative("tokens", tokens)
 
 
 def op_regions(model: str = "Llama-3-8B", phase: str = "prefill", batch: int = 1, tokens: int = 128,
@@ -470,8 +489,9 @@ def op_regions(model: str = "Llama-3-8B", phase: str = "prefill", batch: int = 1
 
     cfg = model_config(model)
     check_dtype(dtype)
-    ridge = ridge_point(hardware, dtype)
-    seq, ctx = (tokens, 0) if phase == "prefill" else (1, tokens)
+    ridge = ridge_point(_hardware_spec(hardware), dtype)
+    require_positive("batch", batch)
+    seq, ctx = _layer_tokens(phase, tokens)
     c = analytic_op_costs(cfg, batch, seq, phase, ctx, dtype_bits(dtype) // 8, _first_moe_layer(cfg),
                           attention="fused")
     groups = {"matmuls": [k for k in c if k in MATMUL_OPS], "attention": ["attention"],
@@ -506,7 +526,7 @@ def matmul_ridge_tokens(model: str = "Llama-3-8B", hardware: str = "H100-SXM", d
     cfg = model_config(model)
     check_dtype(dtype)
     require_positive("max_tokens", max_tokens)
-    ridge, e, layer = ridge_point(hardware, dtype), dtype_bits(dtype) // 8, _first_moe_layer(cfg)
+    ridge, e, layer = ridge_point(_hardware_spec(hardware), dtype), dtype_bits(dtype) // 8, _first_moe_layer(cfg)
 
     def reaches(n: int) -> bool:
         c = analytic_op_costs(cfg, n, 1, "decode", 0, e, layer, attention="fused")

@@ -95,8 +95,9 @@ def test_public_tests_of_assignments_say_expected_and_got():
 
 
 def test_execute_keeps_only_the_widget_state_outputs_show():
-    """tools/execute_notebooks.py: closed progress widgets leave no state; a shown calculator
-    keeps its model and every model it refers to."""
+    """tools/execute_notebooks.py: closed progress widgets and calculators (whose output has its
+    own text/html) leave no state; a widget shown only as a widget keeps its model and every model
+    it refers to."""
     import importlib.util
 
     import nbformat
@@ -106,13 +107,17 @@ def test_execute_keeps_only_the_widget_state_outputs_show():
     spec.loader.exec_module(ex)
     view = {ex.WIDGET_VIEW: {"model_id": "aa", "version_major": 2, "version_minor": 0}, "text/plain": "x"}
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("c", outputs=[nbformat.v4.new_output("display_data", data=view)]),
+    calc = {ex.WIDGET_VIEW: {"model_id": "ff", "version_major": 2, "version_minor": 0},
+            "text/html": "<div class='ldf-calc-card'>…</div>", "text/plain": "calc"}
+    nb.cells = [nbformat.v4.new_code_cell("c", outputs=[nbformat.v4.new_output("display_data", data=view),
+                                                        nbformat.v4.new_output("display_data", data=calc)]),
                 nbformat.v4.new_code_cell("p", outputs=[nbformat.v4.new_output("display_data",
                                                                                data={"text/plain": "x: 3 steps"})])]
     state = {"aa": {"state": {"children": ["IPY_MODEL_bb"]}}, "bb": {"state": {"layout": "IPY_MODEL_cc"}},
-             "cc": {"state": {}}, "dd": {"state": {"children": ["IPY_MODEL_ee"]}}, "ee": {"state": {}}}
+             "cc": {"state": {}}, "dd": {"state": {"children": ["IPY_MODEL_ee"]}}, "ee": {"state": {}},
+             "ff": {"state": {"children": ["IPY_MODEL_ee"]}}}
     nb.metadata["widgets"] = {ex.WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
-    assert ex.prune_widget_state(nb) == 2
+    assert ex.prune_widget_state(nb) == 3
     assert sorted(nb.metadata["widgets"][ex.WIDGET_STATE]["state"]) == ["aa", "bb", "cc"]
     nb.cells = nb.cells[1:]
     ex.prune_widget_state(nb)

@@ -7,9 +7,12 @@ ipywidgets state (so the web book can render widgets), and prints the wall time 
 The kernels get ``LDF_STATIC_VIEWS=1``: every calculator computes its whole grid for the web
 page's static view (``llm_dataflow.live``; a reader's JupyterLab kernel skips that work).  No
 per-cell timing metadata is written (it would change on every run and say nothing to readers).
-The saved widget state keeps only the models an output still shows (and the models those refer
-to): a finished ``ldf.progress`` bar closes its widgets, and a page without a live widget then
-carries no widget state, so the web book does not load the widget manager for it.
+The saved widget state keeps only the models that an output can show no other way (and the
+models those refer to): a finished ``ldf.progress`` bar has closed its widgets, and a calculator's
+output carries its own ``text/html`` (the web book and an untrusted JupyterLab show that).  A
+chapter whose widgets are all calculators then saves no widget state at all, so (1) its web page
+does not load the widget manager, and (2) JupyterLab, which with ``saveState`` on marks a notebook
+modified as soon as it restores saved widget models, opens it unmodified.
 """
 from __future__ import annotations
 
@@ -37,12 +40,13 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def prune_widget_state(nb) -> int:
-    """Drop the saved state of widget models no output displays (directly or through an
-    ``IPY_MODEL_<id>`` reference of a displayed model); remove ``metadata.widgets`` when nothing
-    is left.  Returns the number of models dropped."""
+    """Drop the saved state of widget models that no output needs: keep a model only if an output
+    shows it with no ``text/html`` alternative (and every model it refers to with
+    ``IPY_MODEL_<id>``); remove ``metadata.widgets`` when nothing is left.  Returns the number of
+    models dropped."""
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     todo = [o["data"][WIDGET_VIEW]["model_id"] for c in nb.cells for o in c.get("outputs", [])
-            if WIDGET_VIEW in o.get("data", {})]
+            if WIDGET_VIEW in o.get("data", {}) and "text/html" not in o["data"]]
     keep = set()
     while todo:
         mid = todo.pop()

@@ -244,3 +244,31 @@ def test_ch06_solutions():
 
 def test_ch00_model_size():
     assert round(ldf.param_count(ldf.model_config("Llama-2-7B")) / 1e9, 2) == 6.74
+
+
+def test_ch08_solutions():
+    # section 1: W8A8 / FP8 move the compute roof; weight-only moves the bytes
+    bf16, wo = ldf.precision_plan("bf16"), ldf.precision_plan("int8")
+    w8a8, fp8 = ldf.precision_plan("int8", compute="int8"), ldf.precision_plan("fp8", compute="fp8")
+    pre = {k: ldf.prefill_bounds("Llama-3-8B", "H100-SXM", 4096, 1, p).time_s for k, p in
+           (("bf16", bf16), ("wo", wo), ("w8a8", w8a8), ("fp8", fp8))}
+    assert pre["wo"] == pre["bf16"] and round(pre["bf16"] / pre["w8a8"], 2) == round(pre["bf16"] / pre["fp8"], 2) == 2.0
+    dec = {k: ldf.decode_step_bounds("Llama-3-8B", "H100-SXM", 1, 0, p).time_s for k, p in
+           (("bf16", bf16), ("wo", wo), ("w8a8", w8a8))}
+    assert dec["wo"] == dec["w8a8"] and 0.5 < dec["wo"] / dec["bf16"] < 0.55        # "nearly halves"
+    cb = [ldf.critical_batch("Llama-3-8B", "H100-SXM", 0, p) for p in (bf16, wo, w8a8)]
+    assert cb == [297, 159, 318]
+    # exercise 1: (16 + 4)/g bits of overhead on 4 bits -> above 1 % below g = 500
+    for g, above in ((256, True), (512, False)):
+        bits = ldf.QuantSpec.int4_groupwise(g).tensor_bytes((4096, 4096), 4096) * 8 / 4096**2
+        assert bits == pytest.approx(4 + 20 / g) and ((bits - 4) / 4 > 0.01) == above
+    # exercise 2: with alpha = 0.7 some gamma pays exactly while c < alpha
+    assert ldf.best_gamma(0.7, 0.69)[1] > 1 > ldf.best_gamma(0.7, 0.71)[1]
+    # exercise 4: TP-8 shards over eight NICs ~6.7 ms; one NIC 53.7 ms; ideal prefill ~153 ms on 8 H100s
+    cfg = ldf.model_config("Llama-3.1-70B")
+    assert round(ldf.kv_cache_bytes(cfg, 8192) / 1e9, 2) == 2.68
+    t8 = ldf.kv_transfer_time(cfg, 8192, "InfiniBand-NDR", tp=8)
+    t1 = ldf.kv_transfer_time(cfg, 8192, "InfiniBand-NDR", tp=8, nics=1)
+    pre70 = ldf.prefill_flops(cfg, 8192) / (8 * ldf.hardware("H100-SXM").flops("bf16"))
+    assert (round(t8 * 1e3, 1), round(t1 * 1e3, 1), round(pre70 * 1e3)) == (6.7, 53.7, 153)
+    assert round(t1 / pre70, 2) == 0.35 and round(t8 / pre70, 3) == 0.044

@@ -9,6 +9,13 @@ arXiv:2205.14135, Algorithm 1; Dao 2023, FlashAttention-2, arXiv:2307.08691, loo
 queries-outside / keys-inside as here).  Only a ``block_q × block_k`` tile of scores exists
 at any time, so extra memory is O(T·d_h + block_q·block_k) instead of O(T·S).
 
+Tiling also changes the FLOPs when a mask is known in advance: with ``causal=True`` the key loop
+stops at the diagonal, so key blocks wholly in the future of a query block are never computed (and
+blocks wholly outside a sliding window are skipped).  For a prompt attending to itself (T = S) with
+n × n tiles that runs n(n+1)/2 of the n² score and PV tiles — close to half — where the naive form
+computes every score and then masks (FLOPs counted with ``torch.utils.flop_counter``:
+``tests/test_exercise_answers.py::test_ch06_solutions``).
+
 The merge of two partial results over disjoint key sets (:func:`merge_attention_partials`) is
 public: ring attention (chapter 07) merges the partials of key chunks held by other devices.
 

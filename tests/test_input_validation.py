@@ -287,7 +287,6 @@ KNOWN_FAILURES: dict[str, tuple[str, list]] = {
     "collective_time": ("collectives.py", [{"op": "all_reduce", "nbytes": 1.0, "n_ranks": 2, "link": []}]),
     "kv_transfer_table": ("disagg.py", [{"cfg": "tiny-llama", "prompt_len": 1, "hw": None}]),
     "kv_transfer_time": ("disagg.py / hardware.link", [{"cfg": _TINY, "prompt_len": 1, "link_name": []}]),
-    "embedding_calc": ("embedding.py", [{"seq_len": []}]),                                # says n_tokens=
     "fused_block_rows": ("fusion.py", [{"d": 1, "residual": None}, {"d": 1, "residual": ""}]),
     "fusion_bytes": ("fusion.py", [{"n_rows": 1, "d": 1, "residual": None}]),
     "hardware": ("hardware.py", [{"name": []}]),                                          # TypeError
@@ -295,8 +294,6 @@ KNOWN_FAILURES: dict[str, tuple[str, list]] = {
     "ridge_point": ("hardware.py", [{"hw": None}]),                                       # AttributeError
     "parse_cache_size": ("memory.py", [{"text": True}, {"text": None}]),
     "mountain_sizes": ("memory.py", [{"per_octave": 10**30}]),                            # does not return
-    "op_regions": ("ops.py", [{"hardware": None}, {"tokens": None}]),
-    "matmul_ridge_tokens": ("ops.py", [{"hardware": None}]),
     "slot_of": ("paged.py", [{"block_table": None, "position": 0, "block_size": 1}]),
     "check_dtype": ("units.py", [{"dtype": "bf16", "allowed": False}]),
     "fmt_bytes": ("units.py", [{"nbytes": None}, {"nbytes": 1000.0, "digits": None}]),

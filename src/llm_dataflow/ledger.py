@@ -6,7 +6,8 @@ movement, how many bytes move and how often:
 * host → device: weights once at load; prompt token IDs once; sampled IDs back each step;
 * HBM → on-chip: weights read once per forward pass (prefill, then every decode step), the KV
   history read by attention;
-* on-chip → HBM: new K/V written, the residual stream handed from layer to layer, logits.
+* on-chip → HBM: new K/V written, the residual stream handed from layer to layer, logits (read
+  back by the sampler).
 
 Assumptions (stated so a reader can change them): attention reads each K/V byte once per
 forward pass (an idealisation: FlashAttention re-reads K/V once per query block); the residual
@@ -100,6 +101,7 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
         LedgerRow("prefill", "on-chip→HBM", "hidden states written at each layer's end", L * B * P * D * act, 1),
         LedgerRow("prefill", "HBM→on-chip", "hidden states read by the next layer", L * B * P * D * act, 1),
         LedgerRow("prefill", "on-chip→HBM", "last-position logits (FP32)", B * V * 4, 1),
+        LedgerRow("prefill", "HBM→on-chip", "logits read by the sampler", B * V * 4, 1),
         LedgerRow("prefill", "host→device", "first sampled token ID (device → host)", B * idb, 1),
         LedgerRow("decode", "HBM→on-chip", "weights (once per step)", read_step, steps),
         LedgerRow("decode", "HBM→on-chip", "KV history read (all steps)", kv_read_decode, 1),
@@ -107,6 +109,7 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
         LedgerRow("decode", "on-chip→HBM", "hidden states written at each layer's end", L * B * D * act, steps),
         LedgerRow("decode", "HBM→on-chip", "hidden states read by the next layer", L * B * D * act, steps),
         LedgerRow("decode", "on-chip→HBM", "logits (FP32)", B * V * 4, steps),
+        LedgerRow("decode", "HBM→on-chip", "logits read by the sampler", B * V * 4, steps),
         LedgerRow("decode", "host→device", "sampled token IDs (device → host)", B * idb, steps),
     ]
     return rows

@@ -494,7 +494,7 @@ def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_di
 # --- topology and the communication-vs-compute calculator ---------------------------------------
 def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM", tp: int = 8, pp: int = 1,
                        link: str = "NVLink4", batch: int = 1, dtype: str = "bf16", pp_link: str | None = None,
-                       context: int = 0) -> dict:
+                       context: int = 0, algorithm: str = "ring") -> dict:
     """One decode step (one new token for each of ``batch`` sequences at ``context`` cached
     tokens) on ``tp × pp`` GPUs: compute time vs communication time, analytically — a view of
     :mod:`llm_dataflow.accounting`.
@@ -509,9 +509,9 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
       :func:`~llm_dataflow.accounting.decode_step_flops`; at ``tp = pp = 1`` this is exactly
       :func:`~llm_dataflow.roofline.decode_step_lower_bound`.  Launch overheads are left out;
     * TP communication per stage = ``2·(L/pp)`` all-reduces of ``B·D·elem`` bytes over ``tp``
-      ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link``, the α–β ring
-      model); it sits between dependent matmuls, so it adds to the step unless other work
-      overlaps it;
+      ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link`` with ``algorithm``:
+      the α–β ring by default, or ``"nvls"``, ``"one_shot"``, ``"two_shot"``); it sits between
+      dependent matmuls, so it adds to the step unless other work overlaps it;
     * PP communication = ``pp − 1`` sends of ``B·D·elem`` bytes (:func:`p2p_time`) over
       ``pp_link`` (default: ``link``);
     * a step crosses all ``pp`` stages one after another.
@@ -542,7 +542,7 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
     t_flop = decode_step_flops(cfg, batch, context) / n_gpu / hw.flops(plan.compute_dtype(hw))
     compute = pp * max(t_mem, t_flop)
     msg = batch * cfg.d_model * elem
-    t_tp = 2 * cfg.n_layers * collective_time("all_reduce", msg, tp, link) if tp > 1 else 0.0
+    t_tp = 2 * cfg.n_layers * collective_time("all_reduce", msg, tp, link, algorithm) if tp > 1 else 0.0
     t_pp = (pp - 1) * p2p_time(msg, pp_link or link) if pp > 1 else 0.0
     comm = t_tp + t_pp
     ratio = comm / compute
@@ -568,7 +568,7 @@ def plot_topology(ax=None):
     """Figure: two 4-GPU nodes.  Inside a node GPUs talk through NVLink/NVSwitch (or only PCIe);
     across nodes the path is GPU → PCIe switch → NIC → InfiniBand/RoCE fabric → NIC → GPU.
     With GPUDirect RDMA the NIC reads GPU memory directly (green); without it the data bounces
-    through a buffer in host memory (red, dashed: two extra PCIe crossings and a CPU copy).
+    through a buffer in host memory (red, dashed: two extra PCIe crossings and a staging copy).
     Per-direction bandwidths come from :data:`~llm_dataflow.hardware.LINKS`.  Returns the Axes."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch

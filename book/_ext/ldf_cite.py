@@ -10,7 +10,7 @@ short title exactly where author and year alone are ambiguous:
 
 The short title is the entry's ``shorttitle`` field when it has one (the biblatex field), else
 its title up to the first colon, without a parenthetical remark or a leading author name, cut to
-five words.  The hover text of every citation still gives the full reference.
+five words (the whole title, up to ten words, where two works share that first part).  The hover text of every citation still gives the full reference.
 """
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ SHORT_TITLES: dict[str, str] = {}   # bib key -> short title, only for ambiguous
 
 
 def _plain(s: str) -> str:
-    return re.sub(r"\s+", " ", s.replace("{", "").replace("}", "")).strip()
+    """BibTeX text as a reader sees it: no braces, no escapes (\\_ → _), single spaces."""
+    s = re.sub(r"\\([_&%#$])", r"\1", s.replace("{", "").replace("}", ""))
+    return re.sub(r"\s+", " ", s).strip()
 
 
 def _author_key(entry) -> tuple:
@@ -47,17 +49,21 @@ def _author_key(entry) -> tuple:
     return (first, "et al." if len(people) > 2 else "")
 
 
-def short_title(entry) -> str:
-    """The entry's ``shorttitle``, or its title shortened as the module docstring says."""
+def short_title(entry, *, whole: bool = False) -> str:
+    """The entry's ``shorttitle``, or its title shortened as the module docstring says
+    (``whole``: keep the part after a colon too, for titles that share their first part)."""
     if entry.fields.get("shorttitle"):
         return _plain(entry.fields["shorttitle"])
-    title = _plain(entry.fields.get("title", "")).split(":")[0]
+    title = _plain(entry.fields.get("title", ""))
+    if not whole:
+        title = title.split(":")[0]
     title = re.sub(r"\s*\([^)]*\)", "", title).strip()
     author = _author_key(entry)[0]
     if author and title.lower().startswith(author.lower() + " "):
         title = title[len(author) + 1:]
     words = title.split()
-    return " ".join(words[:MAX_WORDS]) + ("…" if len(words) > MAX_WORDS else "")
+    limit = MAX_WORDS * 2 if whole else MAX_WORDS
+    return " ".join(words[:limit]) + ("…" if len(words) > limit else "")
 
 
 def ambiguous_short_titles(bibfiles) -> dict[str, str]:
@@ -71,7 +77,12 @@ def ambiguous_short_titles(bibfiles) -> dict[str, str]:
     out = {}
     for members in groups.values():
         if len(members) > 1:
-            out.update({key: short_title(entry) for key, entry in members})
+            short = {key: short_title(entry) for key, entry in members}
+            counts = defaultdict(int)
+            for title in short.values():
+                counts[title] += 1
+            out.update({key: short_title(entry, whole=True) if counts[short[key]] > 1 else short[key]
+                        for key, entry in members})
     return out
 
 

@@ -471,3 +471,31 @@ def test_named_templates_and_tokenizer_config_file(tmp_path):
     assert a.startswith("<s>[INST] Hello [/INST]")
     b = ldf.render_chat(BASIC, False, tokenizer_config=tmp_path / "tokenizer_config.json", template_name="tool_use")
     assert b.startswith("<s>[INST]Hello[/INST]")
+
+
+def test_template_files_beside_the_config_take_priority(tmp_path, bpe):
+    """transformers 5 saves templates as chat_template.jinja (+ additional_chat_templates/*.jinja)
+    and loads them before the JSON's chat_template."""
+    import json
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(dict(tokenizer_config("GEMMA2"),
+                                                                    chat_template=MISTRAL_V02)))
+    (tmp_path / "chat_template.jinja").write_text(GEMMA2)
+    assert ldf.render_chat(BASIC, True, tokenizer_config=tmp_path).startswith("<bos><start_of_turn>user\nHello")
+    (tmp_path / "additional_chat_templates").mkdir()
+    (tmp_path / "additional_chat_templates" / "tool_use.jinja").write_text(QWEN3)
+    assert ldf.render_chat(BASIC, True, tokenizer_config=tmp_path).startswith("<bos><start_of_turn>user")
+    assert ldf.render_chat(BASIC, True, tokenizer_config=tmp_path, template_name="tool_use") == \
+        hf_tokenizer(bpe, "QWEN3").apply_chat_template(BASIC, chat_template=QWEN3, tokenize=False,
+                                                       add_generation_prompt=True)
+    # transformers reading the same folder picks the same templates
+    from transformers import AutoTokenizer
+    bpe.save(str(tmp_path / "tokenizer.json"))
+    cfg = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(dict(cfg, tokenizer_class="PreTrainedTokenizerFast")))
+    tok = AutoTokenizer.from_pretrained(str(tmp_path))
+    for name in (None, "tool_use"):
+        kw = {} if name is None else {"chat_template": name}
+        assert ldf.render_chat(BASIC, True, tokenizer_config=tmp_path, template_name=name) == \
+            tok.apply_chat_template(BASIC, tokenize=False, add_generation_prompt=True, **kw)
+    with pytest.raises(ValueError, match="no tokenizer_config.json there"):
+        ldf.render_chat(BASIC, tokenizer_config=tmp_path / "missing")

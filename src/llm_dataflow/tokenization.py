@@ -184,22 +184,42 @@ def _token_text(name: str, value):
 def read_tokenizer_config(config) -> dict:
     """``tokenizer_config.json`` as a dict, from a dict, the file or its folder.
 
+    From a folder (or a file in one), chat templates saved beside it take priority over the JSON's
+    ``chat_template``, as transformers 5 loads them (``PreTrainedTokenizerBase.from_pretrained``):
+    ``chat_template.jinja`` is the default template and ``additional_chat_templates/<name>.jinja``
+    the named ones (``chat_template`` then becomes ``{name: template}``).
+
     Raises:
-        ValueError: not a JSON object.
+        ValueError: a missing file or one that is not a JSON object.
     """
+    folder = None
     if isinstance(config, (str, os.PathLike)):
         p = pathlib.Path(config)
         p = p / "tokenizer_config.json" if p.is_dir() else p
-        config = json.loads(p.read_text(encoding="utf-8"))
+        if not p.is_file():
+            raise ValueError(f"tokenizer_config={os.fspath(config)!r} is not allowed: no tokenizer_config.json there")
+        try:
+            config = json.loads(p.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"tokenizer_config={str(p)!r} is not valid JSON: {err}") from None
+        folder = p.parent
     if not isinstance(config, dict):
         raise ValueError(f"tokenizer_config={config!r} is not allowed; give tokenizer_config.json's object or path")
+    if folder is not None:
+        templates = {}
+        if (folder / "chat_template.jinja").is_file():
+            templates["default"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+        for f in sorted((folder / "additional_chat_templates").glob("*.jinja")):
+            templates[f.stem] = f.read_text(encoding="utf-8")
+        if templates:
+            config = dict(config, chat_template=templates["default"] if list(templates) == ["default"] else templates)
     return config
 
 
 def _template_from_config(cfg: dict, name: str | None):
     t = cfg.get("chat_template")
-    if isinstance(t, list):  # several named templates: [{"name": ..., "template": ...}]
-        by_name = {d.get("name"): d.get("template") for d in t if isinstance(d, dict)}
+    if isinstance(t, (list, dict)):  # several named templates: [{"name": ..., "template": ...}] or {name: ...}
+        by_name = t if isinstance(t, dict) else {d.get("name"): d.get("template") for d in t if isinstance(d, dict)}
         key = name or "default"
         if key not in by_name:
             raise ValueError(f"chat_template name={key!r} is not in tokenizer_config.json; it has: {', '.join(map(str, by_name))}")

@@ -664,7 +664,7 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     Raises:
         ValueError: unknown model, format or hardware.
     """
-    from .accounting import WEIGHT_FORMATS, precision_plan
+    from .formats import WEIGHT_FORMATS, precision_plan
     if fmt not in WEIGHT_FORMATS:
         raise ValueError(f"fmt={fmt!r} is not allowed; allowed: {', '.join(WEIGHT_FORMATS)}")
     if hw not in HARDWARE:
@@ -674,7 +674,7 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     nbytes = weight_bytes(cfg, plan)
     n = param_count(cfg)
     mem = HARDWARE[hw].memory_bytes
-    from .accounting import memory_fit
+    from .fit import memory_fit
     return {"parameters": n, "weight bytes": nbytes, "GB (1e9)": round(nbytes / GB, 2),
             "GiB (2^30)": round(nbytes / GiB, 2), "bytes/parameter": round(nbytes / n, 4),
             f"share of {hw} memory": f"{nbytes / mem:.1%}",

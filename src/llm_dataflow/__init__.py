@@ -3,11 +3,12 @@
 Import as ``import llm_dataflow as ldf``.  One module per topic (``book/notation.md`` gives the
 letters used in shapes); every module's ``__all__`` is re-exported here.
 """
-from . import (units, config, formats, accounting, fit, hardware, measure, live, ledger, loading, tokenization, embedding,  # noqa: F401
+from . import (units, config, hf_config, formats, accounting, fit, hardware, measure, live, ledger, loading, tokenization, embedding,  # noqa: F401
                model, ops, fusion, offload, gemm, memory, chips, roofline, generate, kv, flash, paged,
                collectives, launch, parallel, quant, batching, speculative, disagg, plan, published)
 from .units import *  # noqa: F401,F403
 from .config import *  # noqa: F401,F403
+from .hf_config import *  # noqa: F401,F403
 from .formats import *  # noqa: F401,F403
 from .accounting import *  # noqa: F401,F403
 from .fit import *  # noqa: F401,F403

@@ -278,6 +278,17 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
     return math.ceil(tokens * per_token + rows * cfg.vocab_size * 4 / tp)
 
 
+def _check_degree(cfg: ModelConfig, field: str, value, degree: str) -> None:
+    """:func:`~llm_dataflow.fit.check_parallel` of one degree (``"tp"``, ``"pp"`` or ``"ep"``)
+    passed as the parameter ``field``; its errors name ``field`` as well as the degree."""
+    from .fit import check_parallel
+    require_positive(field, value)
+    try:
+        check_parallel(cfg, **{degree: value})
+    except ValueError as err:
+        raise ValueError(f"{field}={value!r}: {err}") from None
+
+
 def tp_bytes_per_token_per_layer(cfg, n_ranks: int, dtype="bf16") -> dict:
     """Tensor-parallel communication per token per layer (Megatron-LM, arXiv:1909.08053 §3).
 
@@ -289,13 +300,13 @@ def tp_bytes_per_token_per_layer(cfg, n_ranks: int, dtype="bf16") -> dict:
         ``{"handed": bytes, "sent_per_rank": bytes, "all_reduces": 2}``.
 
     Raises:
-        ValueError: unknown preset or dtype, a degree :func:`check_parallel` rejects.
+        ValueError: unknown preset or dtype, ``n_ranks`` not a positive integer or a TP degree
+            :func:`check_parallel` rejects (the message names ``n_ranks``).
     """
     from .collectives import collective_bytes_per_rank
 
-    from .fit import check_parallel
     cfg = _model(cfg)
-    check_parallel(cfg, tp=n_ranks)
+    _check_degree(cfg, "n_ranks", n_ranks, "tp")
     handed = 2 * cfg.d_model * dtype_bytes(_as_plan(dtype).activation_dtype)
     return {"handed": handed, "sent_per_rank": 2 * collective_bytes_per_rank("all_reduce", handed / 2, n_ranks),
             "all_reduces": 2}
@@ -309,11 +320,11 @@ def ep_bytes_per_token(cfg, n_ranks: int, dtype="bf16") -> dict:
     Returns ``{"dispatch": k·(N−1)/N·D·elem, "combine": same, "total": 2×}`` (bytes).
 
     Raises:
-        ValueError: dense config, a degree :func:`check_parallel` rejects, unknown dtype.
+        ValueError: dense config, ``n_ranks`` not a positive integer or an EP degree
+            :func:`check_parallel` rejects (the message names ``n_ranks``), unknown dtype.
     """
-    from .fit import check_parallel
     cfg = _model(cfg)
-    check_parallel(cfg, ep=n_ranks)
+    _check_degree(cfg, "n_ranks", n_ranks, "ep")
     one = cfg.n_experts_per_token * (n_ranks - 1) / n_ranks * cfg.d_model * dtype_bytes(
         _as_plan(dtype).activation_dtype)
     return {"dispatch": one, "combine": one, "total": 2 * one}

@@ -69,10 +69,19 @@ def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
 
 def valid_tp_degrees(cfg, max_degree: int = 64) -> list[int]:
     """Every TP degree ≤ ``max_degree`` that :func:`check_parallel` accepts (calculators offer
-    only these)."""
+    only these), ascending.  Only divisors of ``n_heads`` can pass, so the candidates are those
+    (found in √n_heads steps, however large ``max_degree`` is).
+
+    Raises:
+        ValueError: bad ``cfg``, ``max_degree`` not a non-negative integer.
+    """
     cfg = _model(cfg)
+    require_nonnegative("max_degree", max_degree)
+    h = cfg.n_heads
+    small = [d for d in range(1, math.isqrt(h) + 1) if h % d == 0]
+    divisors = sorted(set(small) | {h // d for d in small})
     out = []
-    for t in range(1, max_degree + 1):
+    for t in (d for d in divisors if d <= max_degree):
         try:
             check_parallel(cfg, tp=t)
         except ValueError:

@@ -50,9 +50,20 @@ def _vector_bytes(n: int, dtype: str, scale_dtype: str) -> int:
     return nbytes
 
 
-def _check(cfg: ModelConfig, dtype: str, scale_dtype: str) -> None:
+def _check_cfg(cfg, field: str = "cfg") -> ModelConfig:
     if not isinstance(cfg, ModelConfig):
-        raise ValueError(f"cfg={cfg!r} is not allowed; it must be a ModelConfig (see ldf.model_config)")
+        raise ValueError(f"{field}={cfg!r} is not allowed; it must be a ModelConfig (see ldf.model_config)")
+    return cfg
+
+
+def _check_layer(cfg: ModelConfig, layer) -> int:
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < cfg.n_layers:
+        raise ValueError(f"layer={layer!r} is not allowed; allowed: an integer in 0..{cfg.n_layers - 1}")
+    return layer
+
+
+def _check(cfg: ModelConfig, dtype: str, scale_dtype: str) -> None:
+    _check_cfg(cfg)
     check_dtype(dtype, KV_DTYPES, "dtype")
     check_dtype(scale_dtype, _SCALE_DTYPES, "scale_dtype")
 
@@ -67,11 +78,11 @@ def kv_layer_bytes_per_token(cfg: ModelConfig, layer: int, dtype: str = "bf16", 
     holds (:func:`kv_tokens_held`).
 
     Raises:
-        ValueError: ``layer`` outside ``0..n_layers-1``, unknown ``dtype``/``scale_dtype``.
+        ValueError: ``cfg`` not a ModelConfig, ``layer`` not an integer in ``0..n_layers-1``,
+            unknown ``dtype``/``scale_dtype``.
     """
     _check(cfg, dtype, scale_dtype)
-    if not isinstance(layer, int) or not 0 <= layer < cfg.n_layers:
-        raise ValueError(f"layer={layer!r} is not allowed; allowed: 0..{cfg.n_layers - 1}")
+    _check_layer(cfg, layer)
     if cfg.is_mla:
         return _vector_bytes(cfg.kv_lora_rank, dtype, scale_dtype) + _vector_bytes(cfg.qk_rope_head_dim, dtype, scale_dtype)
     return 2 * cfg.n_kv_heads * _vector_bytes(cfg.head_dim, dtype, scale_dtype)
@@ -101,11 +112,12 @@ def kv_tokens_held(cfg: ModelConfig, layer: int, seq_len: int) -> int:
     context is allowed: the layer then holds the whole context).
 
     Raises:
-        ValueError: ``seq_len < 0`` or a bad ``layer``.
+        ValueError: ``cfg`` not a ModelConfig, ``seq_len`` not a non-negative integer, ``layer``
+            not an integer in ``0..n_layers-1``.
     """
+    _check_cfg(cfg)
     require_nonnegative("seq_len", seq_len)
-    if not isinstance(layer, int) or not 0 <= layer < cfg.n_layers:
-        raise ValueError(f"layer={layer!r} is not allowed; allowed: 0..{cfg.n_layers - 1}")
+    _check_layer(cfg, layer)
     if cfg.layer_type(layer) == "sliding_attention":
         return min(seq_len, cfg.sliding_window)
     return seq_len
@@ -139,8 +151,9 @@ def kv_scale_bytes_per_tensor(cfg: ModelConfig, scale_dtype: str = "fp32") -> in
     Shown for comparison with the per-vector scales :func:`kv_cache_bytes` counts.
 
     Raises:
-        ValueError: unknown ``scale_dtype``.
+        ValueError: ``cfg`` not a ModelConfig, unknown ``scale_dtype``.
     """
+    _check_cfg(cfg)
     check_dtype(scale_dtype, _SCALE_DTYPES, "scale_dtype")
     return 2 * cfg.n_layers * dtype_bits(scale_dtype) // 8
 
@@ -152,9 +165,14 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
     (2**30), and whether ``context`` exceeds ``max_position_embeddings`` (computed anyway).
 
     Raises:
-        ValueError: unknown preset, ``context < 0``, ``batch < 1``, unknown ``kv_dtype``.
+        ValueError: ``model`` neither a preset name nor a ModelConfig, ``context`` not a
+            non-negative integer, ``batch`` not a positive integer, unknown ``kv_dtype``
+            (each message names the argument).
     """
-    cfg = model_config(model) if isinstance(model, str) else model
+    cfg = _check_cfg(model_config(model) if isinstance(model, str) else model, "model")
+    require_nonnegative("context", context)
+    require_positive("batch", batch)
+    check_dtype(kv_dtype, KV_DTYPES, "kv_dtype")
     total = kv_cache_bytes(cfg, context, batch, kv_dtype)
     mpe = cfg.max_position_embeddings
     if mpe is None:

@@ -265,14 +265,6 @@ NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n 
 _TINY = ldf.model_config("tiny-llama")
 KNOWN_FAILURES: dict[str, tuple[str, list]] = {
     # the lead's modules (accounting, fit, kv, ledger, parallel, plan, published, roofline)
-    "tp_bytes_per_token_per_layer": ("accounting.py", [{"cfg": _TINY, "n_ranks": []}]),   # says tp=, not n_ranks
-    "ep_bytes_per_token": ("accounting.py", [{"cfg": _TINY, "n_ranks": []}]),             # says ep=, not n_ranks
-    "valid_tp_degrees": ("fit.py", [{"cfg": _TINY, "max_degree": []}]),                   # TypeError
-    "kv_tokens_held": ("kv.py", [{"cfg": None, "layer": 0, "seq_len": 0}]),               # AttributeError
-    "kv_scale_bytes_per_tensor": ("kv.py", [{"cfg": None}]),                              # AttributeError
-    "kv_cache_report": ("kv.py", [{"model": "tiny-llama", "context": []}]),               # says seq_len=
-    "movement_totals": ("ledger.py", [{"rows": None}]),                                   # TypeError
-    "memory_tiers": ("ledger.py", [{"hw": None}]),                                        # AttributeError
     "check_tp_degree": ("parallel.py", [{"cfg": _TINY, "n_ranks": {}}]),                  # says tp=
     "layer_partition": ("parallel.py", [{"n_layers": 10**30, "n_stages": 10**30}]),       # does not return
     "pipeline_schedule": ("parallel.py", [{"n_stages": 1, "n_microbatches": 1, "t_comm": None}]),  # TypeError

@@ -73,10 +73,12 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     honoured) and writes one token's K/V.
 
     Raises:
-        ValueError: ``prompt_len``/``output_len``/``batch`` < 1, unknown dtypes.
+        ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``prompt_len``/
+            ``output_len``/``batch`` not a positive integer, unknown dtypes.
     """
-    from .accounting import _as_plan, _kv_token, kv_bytes, kv_read_over_steps
+    from .accounting import _as_plan, _kv_token, _model, kv_bytes, kv_read_over_steps
 
+    cfg = _model(cfg)
     require_positive("prompt_len", prompt_len)
     require_positive("output_len", output_len)
     require_positive("batch", batch)
@@ -116,7 +118,13 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
 
 
 def movement_totals(rows: list[LedgerRow]) -> dict:
-    """Total bytes per movement kind (all of :data:`MOVEMENTS`, zero where nothing moved)."""
+    """Total bytes per movement kind (all of :data:`MOVEMENTS`, zero where nothing moved).
+
+    Raises:
+        ValueError: ``rows`` not a list or tuple of :class:`LedgerRow`.
+    """
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, LedgerRow) for r in rows):
+        raise ValueError(f"rows={rows!r} is not allowed; give a list of LedgerRow (see request_ledger)")
     out = {m: 0 for m in MOVEMENTS}
     for r in rows:
         out[r.movement] += r.total
@@ -151,10 +159,12 @@ def memory_tiers(hw: HardwareSpec | str) -> list[MemoryTier]:
     link is the part's PCIe generation, per direction.
 
     Raises:
-        ValueError: unknown hardware name.
+        ValueError: ``hw`` neither a known hardware name nor a HardwareSpec.
     """
     if isinstance(hw, str):
         hw = hardware(hw)
+    if not isinstance(hw, HardwareSpec):
+        raise ValueError(f"hw={hw!r} is not allowed; give a hardware preset name or a HardwareSpec")
     tiers = [MemoryTier("registers", hw.registers_per_sm_bytes * hw.n_sms, None,
                         f"{hw.registers_per_sm_bytes // 1024} KiB/SM × {hw.n_sms} SMs (whitepaper)")]
     if hw.tmem_per_sm_bytes:

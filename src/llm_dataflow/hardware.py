@@ -7,9 +7,10 @@ total; the time to move a buffer one way uses the per-direction figure).  Peak F
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from .units import GB, TB, KiB, MiB, check_dtype, require_positive
+from .units import GB, TB, KiB, MiB, check_dtype, require_nonnegative, require_positive
 
 __all__ = [
     "HardwareSpec", "LinkSpec", "hardware", "link", "HARDWARE", "LINKS",
@@ -196,7 +197,7 @@ REFERENCE_LINKS: dict[str, LinkSpec] = {
 
 def _lookup(tables: tuple, name: str, what: str):
     for table in tables:
-        if name in table:
+        if isinstance(name, str) and name in table:
             return table[name]
     allowed = ", ".join(k for t in tables for k in t)
     raise ValueError(f"{what}={name!r} is not a preset; allowed: {allowed}")
@@ -207,7 +208,8 @@ def hardware(name: str) -> HardwareSpec:
     :data:`REFERENCE_HARDWARE`, the parts only the published measurements use).
 
     Raises:
-        ValueError: unknown name; the message lists the presets.
+        ValueError: ``name`` not a preset name (any non-string included); the message lists the
+            presets.
     """
     return _lookup((HARDWARE, REFERENCE_HARDWARE), name, "hardware")
 
@@ -216,21 +218,43 @@ def link(name: str) -> LinkSpec:
     """Return the link preset ``name`` (one of :data:`LINKS` or :data:`REFERENCE_LINKS`).
 
     Raises:
-        ValueError: unknown name.
+        ValueError: ``name`` not a preset name (any non-string included); the message lists the
+            presets.
     """
     return _lookup((LINKS, REFERENCE_LINKS), name, "link")
+
+
+def _as_link(lk, field: str = "link") -> LinkSpec:
+    """``lk`` as a LinkSpec: a preset name is looked up, anything else but a LinkSpec is refused
+    with a ValueError naming ``field``."""
+    if isinstance(lk, LinkSpec):
+        return lk
+    return _lookup((LINKS, REFERENCE_LINKS), lk, field)
+
+
+def _hw(hw, field: str = "hw") -> HardwareSpec:
+    """``hw`` as a HardwareSpec: a preset name is looked up, anything else but a HardwareSpec is
+    refused with a ValueError naming ``field``."""
+    if isinstance(hw, str):
+        return hardware(hw)
+    if not isinstance(hw, HardwareSpec):
+        raise ValueError(f"{field}={hw!r} is not allowed; give a hardware preset name or a HardwareSpec")
+    return hw
 
 
 def arithmetic_intensity(flops: float, nbytes: float) -> float:
     """FLOPs per byte moved (FLOP/B), the x axis of a roofline (Williams et al., CACM 2009).
 
     Raises:
-        ValueError: ``flops`` negative or ``nbytes`` not positive.
+        ValueError: ``flops`` not a non-negative finite number, ``nbytes`` not a positive finite
+            number, or a ratio too large for a float.
     """
-    if not isinstance(flops, (int, float)) or flops < 0:
-        raise ValueError(f"flops={flops!r} is not allowed; it must be a non-negative number")
+    require_nonnegative("flops", flops, integer=False)
     require_positive("nbytes", nbytes, integer=False)
-    return flops / nbytes
+    ratio = flops / nbytes
+    if not math.isfinite(ratio):
+        raise ValueError(f"flops={flops!r} / nbytes={nbytes!r} overflows a float")
+    return ratio
 
 
 def ridge_point(hw: HardwareSpec | str, dtype: str = "bf16") -> float:
@@ -238,9 +262,9 @@ def ridge_point(hw: HardwareSpec | str, dtype: str = "bf16") -> float:
     dense peak FLOP/s for ``dtype`` ÷ HBM bandwidth.  H100 SXM BF16: 989.4e12 / 3.35e12 ≈ 295.
 
     Raises:
-        ValueError: unknown hardware or a dtype without a published peak.
+        ValueError: ``hw`` neither a hardware preset name nor a HardwareSpec, or a ``dtype``
+            without a published peak.
     """
-    if isinstance(hw, str):
-        hw = hardware(hw)
+    hw = _hw(hw)
     check_dtype(dtype)
     return hw.flops(dtype) / hw.hbm_bandwidth

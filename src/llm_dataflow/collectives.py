@@ -48,7 +48,7 @@ from collections import defaultdict
 
 import torch
 
-from .hardware import LinkSpec, link as _link
+from .hardware import LinkSpec, _as_link
 from .units import require_nonnegative, require_positive
 
 __all__ = [
@@ -104,11 +104,21 @@ def collective_bytes_per_rank(op: str, nbytes: float, n_ranks: int, algorithm: s
         factors (which assume the ring: an NVLS all-reduce's "busbw" can exceed the link).
 
     Raises:
-        ValueError: unknown ``op`` or ``algorithm``, negative ``nbytes``, ``n_ranks`` not a
-            positive integer.
+        ValueError: unknown ``op`` or ``algorithm``, ``nbytes`` not a non-negative finite number,
+            ``n_ranks`` not a positive integer, or a byte count too large for a float.
     """
     _check(op, nbytes, n_ranks, algorithm)
-    N = n_ranks
+    try:
+        out = _bytes_per_rank(op, nbytes, n_ranks, algorithm)
+    except OverflowError:       # (N − 1)·nbytes with N beyond a float's range
+        out = math.inf
+    if not math.isfinite(out):
+        raise ValueError(f"nbytes={nbytes!r} with n_ranks={n_ranks!r} is not allowed: the bytes per rank "
+                         "overflow a float")
+    return out
+
+
+def _bytes_per_rank(op: str, nbytes: float, N: int, algorithm: str) -> float:
     if N == 1:
         return 0.0
     if op == "all_reduce" and algorithm == "nvls":
@@ -139,10 +149,6 @@ def collective_steps(op: str, n_ranks: int, algorithm: str = "ring") -> int:
     return n_ranks - 1
 
 
-def _as_link(lk) -> LinkSpec:
-    return lk if isinstance(lk, LinkSpec) else _link(lk)
-
-
 def collective_time(op: str, nbytes: float, n_ranks: int, link: str | LinkSpec = "NVLink4",
                     algorithm: str = "ring") -> float:
     """α–β time (s) of ``op`` with ``algorithm`` when every rank's connection is ``link``.
@@ -155,11 +161,18 @@ def collective_time(op: str, nbytes: float, n_ranks: int, link: str | LinkSpec =
     faster; for large ones NVLS halves the ring's bytes on 8 ranks (1 vs 1.75 × nbytes).
 
     Raises:
-        ValueError: as :func:`collective_bytes_per_rank`, or an unknown link preset.
+        ValueError: as :func:`collective_bytes_per_rank`, ``link`` neither a link preset name
+            nor a LinkSpec, or a time too large for a float.
     """
     lk = _as_link(link)
-    return (collective_steps(op, n_ranks, algorithm) * lk.latency_s
-            + collective_bytes_per_rank(op, nbytes, n_ranks, algorithm) / lk.bandwidth_per_direction)
+    per_rank = collective_bytes_per_rank(op, nbytes, n_ranks, algorithm)
+    try:
+        t = collective_steps(op, n_ranks, algorithm) * lk.latency_s + per_rank / lk.bandwidth_per_direction
+    except OverflowError:       # 2(N − 1) steps with N beyond a float's range
+        t = math.inf
+    if not math.isfinite(t):
+        raise ValueError(f"n_ranks={n_ranks!r} is not allowed: the time overflows a float")
+    return t
 
 
 def ring_hops(n_ranks: int, ranks_per_node: int) -> tuple[int, int]:
@@ -201,27 +214,35 @@ def two_tier_ring_time(op: str, nbytes: float, n_ranks: int, ranks_per_node: int
     400 Gb/s NIC per GPU, eight per node: NVIDIA DGX H100 User Guide).
 
     Raises:
-        ValueError: as :func:`ring_hops` and :func:`collective_bytes_per_rank`; ``rings`` not in
-            1 … ``ranks_per_node``; an unknown link preset.
+        ValueError: as :func:`ring_hops` and :func:`collective_time`; ``rings`` not in
+            1 … ``ranks_per_node``; ``intra_link`` or ``inter_link`` neither a link preset name
+            nor a LinkSpec (the message names which).
     """
     _, inter = ring_hops(n_ranks, ranks_per_node)
     require_positive("rings", rings)
     if rings > ranks_per_node:
         raise ValueError(f"rings={rings} is not allowed; at most ranks_per_node={ranks_per_node} "
                          "(one NIC per GPU)")
+    a, b = _as_link(intra_link, "intra_link"), _as_link(inter_link, "inter_link")
     if inter == 0:
-        return collective_time(op, nbytes, n_ranks, intra_link)
-    a, b = _as_link(intra_link), _as_link(inter_link)
+        return collective_time(op, nbytes, n_ranks, a)
     per_rank = collective_bytes_per_rank(op, nbytes, n_ranks)
-    return (collective_steps(op, n_ranks) * max(a.latency_s, b.latency_s)
-            + per_rank * max(1 / a.bandwidth_per_direction, 1 / (rings * b.bandwidth_per_direction)))
+    try:
+        t = (collective_steps(op, n_ranks) * max(a.latency_s, b.latency_s)
+             + per_rank * max(1 / a.bandwidth_per_direction, 1 / (rings * b.bandwidth_per_direction)))
+    except OverflowError:
+        t = math.inf
+    if not math.isfinite(t):
+        raise ValueError(f"n_ranks={n_ranks!r} is not allowed: the time overflows a float")
+    return t
 
 
 def p2p_time(nbytes: float, link: str | LinkSpec = "NVLink4") -> float:
     """Time (s) of one point-to-point send of ``nbytes``: ``α + nbytes / β_per_direction``.
 
     Raises:
-        ValueError: negative ``nbytes`` or an unknown link preset.
+        ValueError: ``nbytes`` not a non-negative finite number, ``link`` neither a link preset
+            name nor a LinkSpec.
     """
     require_nonnegative("nbytes", nbytes, integer=False)
     lk = _as_link(link)

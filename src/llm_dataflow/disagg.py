@@ -31,7 +31,7 @@ import time
 import torch
 
 from .config import ModelConfig, model_config
-from .hardware import LINKS, HardwareSpec, hardware, link
+from .hardware import LINKS, HardwareSpec, _as_link, _hw
 from .kv import kv_cache_bytes
 from .units import require_positive
 
@@ -166,16 +166,19 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
         nics: links used in parallel (default ``tp``).
 
     Raises:
-        ValueError: unknown preset / link / dtype, ``prompt_len`` < 1, a TP degree the model
-            does not allow, ``nics`` < 1.
+        ValueError: ``cfg`` neither a preset name nor a ModelConfig, ``link_name`` not a link
+            preset, unknown ``dtype``, ``prompt_len`` not a positive integer, a TP degree the
+            model does not allow, ``nics`` not a positive integer (each message names the
+            argument).
     """
+    from .accounting import _model
     from .fit import check_parallel
 
-    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
+    cfg = _model(cfg)
     require_positive("prompt_len", prompt_len)
     check_parallel(cfg, tp=tp)
     nics = tp if nics is None else require_positive("nics", nics)
-    ln = link(link_name)
+    ln = _as_link(link_name, "link_name")
     shards = 1 if cfg.is_mla else min(tp, cfg.n_kv_heads)    # distinct KV shards (replicas are not resent)
     links_used = min(nics, shards)
     per_link = kv_cache_bytes(cfg, prompt_len, 1, dtype) / shards * math.ceil(shards / links_used)
@@ -189,16 +192,31 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
     ``hw`` (dense ``dtype`` peak; a lower bound on prefill time, so the ratio is an upper bound on
     the transfer's relative cost).
 
-    Raises:
-        ValueError: unknown preset / link / hardware / dtype, a TP degree the model does not allow.
-    """
-    cfg = model_config(cfg) if isinstance(cfg, str) else cfg
-    hw = hardware(hw) if isinstance(hw, str) else hw
-    from .accounting import prefill_flops  # the one prefill FLOP count
+    ``links``: link preset names (default, or empty: every entry of :data:`~llm_dataflow.hardware.LINKS`).
 
+    Raises:
+        ValueError: ``cfg`` neither a preset name nor a ModelConfig, ``hw`` neither a hardware
+            preset name nor a HardwareSpec, ``links`` not a list or tuple of link preset names,
+            unknown ``dtype``, ``prompt_len`` not a positive integer, a TP degree the model does
+            not allow (each message names the argument).
+    """
+    from .accounting import _model, prefill_flops  # the one prefill FLOP count
+    from .fit import check_parallel
+
+    cfg = _model(cfg)
+    hw = _hw(hw)
+    require_positive("prompt_len", prompt_len)
+    check_parallel(cfg, tp=tp)
+    if links is not None and not isinstance(links, (list, tuple)):
+        raise ValueError(f"links={links!r} is not allowed; give a tuple of link preset names or None")
+    names = tuple(links) if links else tuple(LINKS)
+    for name in names:
+        if not isinstance(name, str):
+            raise ValueError(f"links contains {name!r}; each must be a link preset name")
+        _as_link(name, "links")
     t_pre = prefill_flops(cfg, prompt_len) / (tp * hw.flops(dtype))
     rows = []
-    for name in links or tuple(LINKS):
+    for name in names:
         t = kv_transfer_time(cfg, prompt_len, name, dtype, tp=tp)
         rows.append({"link": name, "KV bytes": kv_cache_bytes(cfg, prompt_len, 1, dtype), "transfer s": t,
                      "ideal prefill s": t_pre, "transfer / prefill": t / t_pre})

@@ -38,13 +38,13 @@ from torch import nn
 from .collectives import CommCounter, collective_time, p2p_time
 from .accounting import ep_bytes_per_token, tp_bytes_per_token_per_layer, weight_bytes  # noqa: F401
 from .fit import check_parallel
-from .config import ModelConfig, model_config, param_count
+from .config import MAX_LAYERS, ModelConfig, model_config, param_count
 from .hardware import hardware as _hardware
-from .units import GB, dtype_bytes, require_positive
+from .units import GB, dtype_bytes, require_nonnegative, require_positive
 
 __all__ = [
     "check_tp_degree", "shard_decoder_tp", "tp_forward", "tp_generate", "tp_layer_forward",
-    "layer_partition", "pipeline_forward", "pipeline_schedule", "pipeline_bubble_fraction",
+    "layer_partition", "pipeline_forward", "pipeline_schedule", "pipeline_bubble_fraction", "MAX_PIPELINE_EVENTS",
     "plot_pipeline_timeline",
     "check_ep_degree", "shard_moe_ep", "ep_moe_forward",
     "ring_attention", "ring_attention_bytes_per_rank",
@@ -76,8 +76,15 @@ def demo_inputs(vocab_size: int, batch: int, seq: int, seed: int = 1) -> torch.T
 # --- tensor parallel ---------------------------------------------------------------------------
 def check_tp_degree(cfg: ModelConfig, n_ranks: int) -> None:
     """Raise ``ValueError`` unless ``n_ranks`` is a tensor-parallel degree
-    :func:`~llm_dataflow.accounting.check_parallel` accepts for ``cfg`` (the one degree check)."""
-    check_parallel(cfg, tp=n_ranks)
+    :func:`~llm_dataflow.accounting.check_parallel` accepts for ``cfg`` (the one degree check).
+
+    Raises:
+        ValueError: ``cfg`` neither a ModelConfig nor a preset name; ``n_ranks`` not a positive
+            integer or a TP degree ``check_parallel`` rejects (the message names ``n_ranks``,
+            the degree ``tp`` and the field it must fit).
+    """
+    from .accounting import _check_degree, _model
+    _check_degree(_model(cfg), "n_ranks", n_ranks, "tp")
 
 
 def _slice_linear(lin: nn.Linear, dim: int, lo: int, hi: int, keep_bias: bool) -> nn.Linear:
@@ -212,9 +219,13 @@ def layer_partition(n_layers: int, n_stages: int) -> list[tuple[int, int]]:
     (the first ``n_layers mod n_stages`` stages get the extra layer).
 
     Raises:
-        ValueError: ``n_stages`` not in ``1..n_layers``.
+        ValueError: ``n_layers`` not an integer in ``1..MAX_LAYERS`` (1,024,
+            :data:`~llm_dataflow.config.MAX_LAYERS`, the bound of every ModelConfig), ``n_stages``
+            not in ``1..n_layers``.
     """
     require_positive("n_layers", n_layers)
+    if n_layers > MAX_LAYERS:
+        raise ValueError(f"n_layers={n_layers} is not allowed; at most MAX_LAYERS={MAX_LAYERS}")
     require_positive("n_stages", n_stages)
     if n_stages > n_layers:
         raise ValueError(f"n_stages={n_stages} is more than n_layers={n_layers}; allowed: 1..{n_layers}")
@@ -272,6 +283,11 @@ def pipeline_forward(decoder, input_ids: torch.Tensor, n_microbatches: int, comm
     return {"logits": torch.cat(outs, 0) if outs else None, "events": events, "layers": (lo, hi)}
 
 
+#: The most (stage, micro-batch) events :func:`pipeline_schedule` lays out (a timeline figure
+#: shows far fewer; GPipe, arXiv:1811.06965, ran up to 32 micro-batches on 8 stages).
+MAX_PIPELINE_EVENTS = 2**16
+
+
 def pipeline_schedule(n_stages: int, n_microbatches: int, t_stage: float = 1.0, t_comm: float = 0.0) -> list[dict]:
     """Analytic GPipe forward timeline: micro-batch m starts on stage s when stage s finished
     m−1 and stage s−1 finished m (plus the send ``t_comm``).
@@ -281,13 +297,25 @@ def pipeline_schedule(n_stages: int, n_microbatches: int, t_stage: float = 1.0, 
         event ends at ``(M + S − 1)·t_stage + (S − 1)·t_comm``.
 
     Raises:
-        ValueError: non-positive sizes or times.
+        ValueError: ``n_stages`` or ``n_microbatches`` not a positive integer, ``n_stages`` more
+            than :data:`~llm_dataflow.config.MAX_LAYERS` (a stage holds at least one layer),
+            ``n_stages · n_microbatches`` more than :data:`MAX_PIPELINE_EVENTS` (one event each);
+            ``t_stage`` not a positive finite number, ``t_comm`` not a non-negative finite
+            number, or an end time that overflows a float.
     """
     require_positive("n_stages", n_stages)
     require_positive("n_microbatches", n_microbatches)
+    if n_stages > MAX_LAYERS:
+        raise ValueError(f"n_stages={n_stages} is not allowed; at most MAX_LAYERS={MAX_LAYERS} "
+                         "(a stage holds at least one layer)")
+    if n_stages * n_microbatches > MAX_PIPELINE_EVENTS:
+        raise ValueError(f"n_stages={n_stages} × n_microbatches={n_microbatches} is not allowed; at most "
+                         f"MAX_PIPELINE_EVENTS={MAX_PIPELINE_EVENTS:,} events")
     require_positive("t_stage", t_stage, integer=False)
-    if t_comm < 0:
-        raise ValueError(f"t_comm={t_comm!r} is not allowed; it must be >= 0")
+    require_nonnegative("t_comm", t_comm, integer=False)
+    if not math.isfinite((n_microbatches + n_stages - 1) * t_stage + (n_stages - 1) * t_comm):
+        raise ValueError(f"t_stage={t_stage!r}, t_comm={t_comm!r} are not allowed: the timeline's end "
+                         "overflows a float")
     end = {}
     ev = []
     for m in range(n_microbatches):
@@ -337,12 +365,20 @@ def plot_pipeline_timeline(events: list[dict], ax=None, title: str = "", unit: s
 # --- expert parallel ---------------------------------------------------------------------------
 def check_ep_degree(cfg: ModelConfig, n_ranks: int) -> None:
     """Raise ``ValueError`` unless ``n_ranks`` is an expert-parallel degree
-    :func:`~llm_dataflow.accounting.check_parallel` accepts (an MoE whose E it divides)."""
+    :func:`~llm_dataflow.accounting.check_parallel` accepts (an MoE whose E it divides).
+
+    Raises:
+        ValueError: ``cfg`` neither a ModelConfig nor a preset name; ``n_ranks`` not a positive
+            integer; a dense ``cfg``; an EP degree ``check_parallel`` rejects (the message names
+            ``n_ranks`` and ``n_routed_experts``).
+    """
+    from .accounting import _check_degree, _model
+    cfg = _model(cfg)
     require_positive("n_ranks", n_ranks)
     if not cfg.is_moe:
         raise ValueError(f"n_routed_experts={cfg.n_routed_experts} (model {cfg.name!r} is dense); "
                          "expert parallelism needs an MoE config")
-    check_parallel(cfg, ep=n_ranks)
+    _check_degree(cfg, "n_ranks", n_ranks, "ep")
 
 
 def shard_moe_ep(moe, rank: int, n_ranks: int, cfg: ModelConfig | None = None):

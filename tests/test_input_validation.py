@@ -265,25 +265,13 @@ NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n 
 _TINY = ldf.model_config("tiny-llama")
 KNOWN_FAILURES: dict[str, tuple[str, list]] = {
     # the lead's modules (accounting, fit, kv, ledger, parallel, plan, published, roofline)
-    "check_tp_degree": ("parallel.py", [{"cfg": _TINY, "n_ranks": {}}]),                  # says tp=
-    "layer_partition": ("parallel.py", [{"n_layers": 10**30, "n_stages": 10**30}]),       # does not return
-    "pipeline_schedule": ("parallel.py", [{"n_stages": 1, "n_microbatches": 1, "t_comm": None}]),  # TypeError
-    "check_ep_degree": ("parallel.py", [{"cfg": [], "n_ranks": 1}]),                      # AttributeError
-    "parallel_step_time": ("parallel.py", [{"hardware": []}]),                            # TypeError
-    "plan_report": ("plan.py", [{"cfg": _TINY, "hardware": []}]),                         # TypeError
     "aggregate_hardware": ("published.py", [{"hw": None, "n_gpus": 2}, {"hw": -1, "n_gpus": True}]),  # returns -1
     "to_si": ("published.py", [{"value": None, "unit": "tokens/s", "kind": "time"}]),     # TypeError
     "decode_calculator": ("roofline.py", [{"context": []}]),                              # says context_len=
     # other modules
     "generation": ("chips.py", [{"name": []}]),                                           # TypeError
-    "collective_time": ("collectives.py", [{"op": "all_reduce", "nbytes": 1.0, "n_ranks": 2, "link": []}]),
-    "kv_transfer_table": ("disagg.py", [{"cfg": "tiny-llama", "prompt_len": 1, "hw": None}]),
-    "kv_transfer_time": ("disagg.py / hardware.link", [{"cfg": _TINY, "prompt_len": 1, "link_name": []}]),
     "fused_block_rows": ("fusion.py", [{"d": 1, "residual": None}, {"d": 1, "residual": ""}]),
     "fusion_bytes": ("fusion.py", [{"n_rows": 1, "d": 1, "residual": None}]),
-    "hardware": ("hardware.py", [{"name": []}]),                                          # TypeError
-    "link": ("hardware.py", [{"name": []}]),                                              # TypeError
-    "ridge_point": ("hardware.py", [{"hw": None}]),                                       # AttributeError
     "parse_cache_size": ("memory.py", [{"text": True}, {"text": None}]),
     "mountain_sizes": ("memory.py", [{"per_octave": 10**30}]),                            # does not return
     "slot_of": ("paged.py", [{"block_table": None, "position": 0, "block_size": 1}]),

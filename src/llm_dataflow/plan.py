@@ -24,7 +24,7 @@ from .config import MODEL_PRESETS, ModelConfig, model_config, param_count
 from .hardware import HARDWARE
 from .kv import KV_DTYPES
 from .roofline import critical_batch, decode_step_bounds, prefill_bounds
-from .units import fmt_bytes, fmt_si
+from .units import fmt_bytes, fmt_si, require_nonnegative, require_positive
 
 __all__ = ["plan_report", "load_model_arg"]
 
@@ -34,8 +34,11 @@ def load_model_arg(arg: str) -> ModelConfig:
 
     Raises:
         ValueError: naming the file and what is wrong with it (missing, not JSON, an unsupported
-            ``model_type`` or a missing field), or the unknown preset.
+            ``model_type`` or a missing field), the unknown preset, or an ``arg`` that is not a
+            string.
     """
+    if not isinstance(arg, str):
+        raise ValueError(f"arg={arg!r} is not allowed; give a preset name, a config.json path or a folder")
     if arg in MODEL_PRESETS:
         return model_config(arg)
     if not (os.path.exists(arg) or arg.endswith(".json") or os.sep in arg):
@@ -72,14 +75,23 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     all-reduce per token over all layers; 0 at tp = 1).
 
     Raises:
-        ValueError: unknown hardware or format, a TP degree :func:`check_parallel` rejects, bad sizes.
+        ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``hardware`` not a preset of
+            :data:`~llm_dataflow.hardware.HARDWARE`, unknown ``weights`` or ``kv``, a ``tp``
+            :func:`check_parallel` rejects, ``batch`` not a positive integer, ``context`` or
+            ``prompt`` not a non-negative integer (each message names the argument).
     """
-    if hardware not in HARDWARE:
+    from .accounting import _model
+    cfg = _model(cfg)
+    if not isinstance(hardware, str) or hardware not in HARDWARE:
         raise ValueError(f"hardware={hardware!r} is not a preset; allowed: {', '.join(HARDWARE)}")
     check_parallel(cfg, tp=tp)
+    require_positive("batch", batch)
+    require_nonnegative("context", context)
+    prompt = context if prompt is None else require_nonnegative("prompt", prompt)
+    if kv is not None and (not isinstance(kv, str) or kv not in KV_DTYPES):
+        raise ValueError(f"kv={kv!r} is not allowed; allowed: None or {', '.join(KV_DTYPES)}")
     plan = precision_plan(weights, kv=kv)
     hw = HARDWARE[hardware]
-    prompt = context if prompt is None else prompt
     fit = memory_fit(cfg, hw, plan, batch=batch, context=context, prompt_len=prompt, tp=tp)
     d = decode_step_bounds(cfg, hw, batch, context, plan)
     share = _kv_heads_per_rank(cfg, tp)

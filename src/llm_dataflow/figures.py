@@ -30,7 +30,7 @@ BOOK_RC: dict = {
     "figure.figsize": (6.4, 4.0),        # inches: 614 x 384 CSS px at natural size
     "figure.dpi": 100,                   # only for raster fallbacks; SVG is resolution-free
     "savefig.dpi": 200,                  # a PNG someone saves by hand is 2x dense
-    "font.size": 12.0,
+    "font.size": MIN_FONT_PT,           # annotations and other free text
     "axes.titlesize": 13.0,
     "axes.labelsize": 12.0,
     "xtick.labelsize": MIN_FONT_PT,

@@ -1,0 +1,369 @@
+"""The chapters as a student meets them in JupyterLab (a real server, headless Chromium).
+
+One JupyterLab is started on 127.0.0.1 (a free port, a token) over a temporary copy of
+``notebooks/``, with temporary Jupyter config/data/runtime/settings/workspace directories and the
+settings ``make lab`` writes (``tools/lab_settings.py``: widget state saved with the notebook,
+nbgrader's UI off for the chapters, no news prompt); it is stopped at the end.  For every chapter:
+
+1. **First open** (the notebook as committed, not trusted, not run): it is not marked modified;
+   MyST renders (``jupyterlab-myst``): solution dropdowns are folded ``<details>``, no raw
+   ``:::{dropdown}``, ``{cite}`` or ``{term}`` text; every calculator shows its static table (the
+   sanitised ``text/html`` of ``llm_dataflow.live``); no saved progress bar shows "0%"; no
+   nbgrader "Validate" button.
+2. **Run All**: every cell runs without an error output; a progress bar ends as "<what>: <n> steps".
+3. **A calculator responds**: its first slider (or dropdown) moves and its table changes.
+4. **Save, shut the kernel down, reopen** (the next day, a fresh kernel): no "Error displaying
+   widget", the calculator shows the setting it was saved at (the save kept the widget state).
+   In ``LDF_LAB_RERUN`` chapters (default ``02``; ``all`` for every one) the notebook is run
+   again after reopening and the calculator responds again.
+
+Screenshots of each step go to ``artifacts/jupyterlab/`` (not committed).
+
+Runtime: 25–75 s per chapter, about 6 minutes for ten chapters on 2 shared cores (each chapter's
+own Run All, 6–25 s, and two opens dominate).
+``LDF_LAB_CHAPTERS=00,05`` limits the chapters; ``LDF_LAB_NOTEBOOKS=DIR`` tests the notebooks of
+another folder (e.g. executed copies) instead of ``notebooks/``.  Needs the ``playwright`` Python package and
+Debian's ``chromium`` (``LDF_CHROMIUM`` overrides the path; never ``playwright install``);
+skipped without them unless ``LDF_REQUIRE_SITE`` is set (CI), in which case that fails.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "artifacts" / "jupyterlab"      # screenshots (gitignored): first open, after run, reopened
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+RUN_TIMEOUT_S = 180          # one chapter's Run All (each runs in < 60 s on 2 cores)
+# what JupyterLab would show if MyST were not rendered
+RAW_MYST = re.compile(r":::\s*\{|```\s*\{|\{cite(:[a-z]+)?\}`|\{term\}`|\{numref\}`|\{ref\}`")
+
+
+def _require(condition: bool, why: str):
+    if not condition:
+        if os.environ.get("LDF_REQUIRE_SITE"):
+            pytest.fail(why + " (LDF_REQUIRE_SITE is set)")
+        pytest.skip(why)
+
+
+def _chromium() -> str | None:
+    for c in (os.environ.get("LDF_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
+        if c and pathlib.Path(c).is_file():
+            return c
+    return None
+
+
+SOURCE = pathlib.Path(os.environ.get("LDF_LAB_NOTEBOOKS", ROOT / "notebooks"))
+
+
+def _chapters() -> list[str]:
+    names = sorted(p.name for p in SOURCE.glob("[0-9][0-9]_*.ipynb"))
+    only = [c.strip() for c in os.environ.get("LDF_LAB_CHAPTERS", "").split(",") if c.strip()]
+    return [n for n in names if not only or n[:2] in only]
+
+
+def _rerun(name: str) -> bool:
+    want = os.environ.get("LDF_LAB_RERUN", "02")
+    return want == "all" or name[:2] in [c.strip() for c in want.split(",")]
+
+
+def _lab_settings():
+    spec = importlib.util.spec_from_file_location("lab_settings", ROOT / "tools" / "lab_settings.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A JupyterLab server over a temporary copy of the chapters."""
+
+    def __init__(self, tmp: pathlib.Path):
+        self.root = tmp / "notebooks"
+        shutil.copytree(SOURCE, self.root,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LDF_STATIC_VIEWS", "JPY_SESSION_NAME", "JUPYTER_CONFIG_PATH")}
+        for var, sub in [("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
+                         ("JUPYTER_RUNTIME_DIR", "runtime"), ("JUPYTERLAB_SETTINGS_DIR", "user-settings"),
+                         ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:
+            (tmp / sub).mkdir()
+            env[var] = str(tmp / sub)
+        app_settings, chapters = tmp / "app-settings", tmp / "chapters-config"
+        _lab_settings().write(app_settings, chapters)     # what `make lab` writes
+        # the test only: every cell in the DOM (no windowing), so nothing needs scrolling to exist
+        (app_settings / "overrides.d" / "zz-test.json").write_text(json.dumps(
+            {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}))
+        env["JUPYTER_CONFIG_PATH"] = str(chapters)
+        env["LDF_DEVICE"] = "cpu"
+        self.port, self.token = _free_port(), secrets.token_hex(16)
+        self.base = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
+               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+               f"--LabApp.app_settings_dir={app_settings}"]
+        if hasattr(os, "getuid") and os.getuid() == 0:
+            cmd.append("--allow-root")
+        self.log_path = tmp / "server.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     cwd=self.root)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                self.api("status")
+                break
+            except Exception:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("JupyterLab did not start:\n" + self.log_path.read_text()[-3000:])
+                time.sleep(0.5)
+
+    def api(self, path: str, method: str = "GET"):
+        req = urllib.request.Request(f"{self.base}/api/{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def shut_down_kernel(self, name: str) -> None:
+        """End the notebook's session and kernel (as a server restart the next day would)."""
+        for s in self.api("sessions"):
+            if s["path"].endswith(name):
+                self.api(f"sessions/{s['id']}", method="DELETE")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    pytest.importorskip("jupyterlab")
+    server = Lab(tmp_path_factory.mktemp("jupyterlab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    exe = _chromium()
+    _require(exe is not None, "Debian chromium not found (apt-get install -y chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+# --- helpers on a notebook page --------------------------------------------------------------
+
+def _open(lab: Lab, browser, name: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    # ?reset: a fresh workspace holding only this notebook (no tabs left from the last chapter)
+    page.goto(f"{lab.base}/lab/tree/{name}?reset&token={lab.token}", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    _wait_idle(page, 60)
+    # jupyterlab-myst renders each markdown cell into a ".myst" element (asynchronously)
+    page.wait_for_function("""() => {
+        const md = document.querySelectorAll('.jp-MarkdownCell').length;
+        return md > 0 && document.querySelectorAll('.jp-MarkdownCell .myst').length >= md; }""",
+        timeout=60_000)
+    page.wait_for_timeout(1500)    # late metadata writes (kernel info, widget restore) land here
+    return page
+
+
+def _wait_idle(page, timeout_s: float) -> None:
+    """Kernel idle, no cell queued or running, for one second in a row."""
+    page.wait_for_function("""() => {
+        const st = document.querySelector('.jp-Notebook-ExecutionIndicator');
+        const busy = Array.from(document.querySelectorAll('.jp-InputPrompt'))
+            .some(p => p.textContent.includes('[*]'));
+        const idle = st && st.getAttribute('data-status') === 'idle' && !busy;
+        if (!idle) { window.__ldfIdleSince = 0; return false; }
+        window.__ldfIdleSince = window.__ldfIdleSince || Date.now();
+        return Date.now() - window.__ldfIdleSince > 1000;
+    }""", timeout=timeout_s * 1000, polling=250)
+
+
+def _dirty(page) -> bool:
+    return page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() > 0
+
+
+def _menu(page, menu: str, item: str) -> None:
+    page.locator(f"li.lm-MenuBar-item:has-text('{menu}')").first.click()
+    page.locator(f".lm-Menu-item:has-text('{item}')").first.click()
+
+
+def _run_all(page) -> float:
+    t0 = time.perf_counter()
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+    _menu(page, "Run", "Run All Cells")
+    page.wait_for_timeout(1000)
+    _wait_idle(page, RUN_TIMEOUT_S)
+    return time.perf_counter() - t0
+
+
+def _outputs_text(page, selector: str) -> list[str]:
+    return page.eval_on_selector_all(selector, "els => els.map(e => e.innerText)")
+
+
+def _calculator(page):
+    """The first live calculator: a widget box holding controls and an HTML table."""
+    box = page.locator(".jp-OutputArea-output .widget-vbox:has(.widget-html-content table)").first
+    box.wait_for(timeout=30_000)
+    return box
+
+
+def _table_text(box) -> str:
+    return box.locator(".widget-html-content").last.inner_text()
+
+
+def _move(page, box) -> str:
+    """Move the calculator's first slider one step right (else pick another dropdown value);
+    returns the control's new shown value."""
+    sliders = box.locator(".widget-hslider")
+    if sliders.count():
+        handle = sliders.first.locator(".noUi-handle").first
+        readout = sliders.first.locator(".widget-readout")
+        initial = readout.inner_text()
+        handle.scroll_into_view_if_needed()
+        handle.focus()
+        page.keyboard.press("End")          # the largest value, or the smallest if it starts there
+        page.wait_for_timeout(300)
+        if readout.inner_text() == initial:
+            page.keyboard.press("Home")
+            page.wait_for_timeout(300)
+        assert readout.inner_text() != initial, "the slider did not move"
+        return readout.inner_text()
+    select = box.locator(".widget-dropdown select").first
+    options = select.locator("option").all_inner_texts()
+    select.select_option(label=options[-1] if select.input_value() != options[-1] else options[0])
+    return select.evaluate("s => s.options[s.selectedIndex].text")
+
+
+def _shot(page, name: str, step: str, box=None) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    target = box if box is not None else page.locator(".jp-OutputArea-output .ldf-calc-card").first
+    if target.count():
+        target.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"{name[:-6]}.{step}.png"))
+
+
+def _calculator_outputs(nb: dict) -> int:
+    return sum(1 for c in nb["cells"] for o in c.get("outputs", [])
+               if "ldf-calc-card" in "".join(o.get("data", {}).get("text/html", "")))
+
+
+# --- the test --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", _chapters())
+def test_chapter_in_jupyterlab(lab, browser, name):
+    nb = json.loads((lab.root / name).read_text(encoding="utf-8"))
+    n_calc = _calculator_outputs(nb)
+    markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    n_dropdowns = len(re.findall(r"\{dropdown\}", markdown))
+
+    # 1. first open: as committed, untrusted, not run
+    page = _open(lab, browser, name)
+    try:
+        assert not _dirty(page), f"{name} opens marked modified"
+        assert page.locator(".validate-button").count() == 0, "nbgrader's Validate button on a chapter"
+        md = "\n".join(_outputs_text(page, ".jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst"))
+        raw = sorted(set(m.group(0) for m in RAW_MYST.finditer(md)))
+        assert not raw, f"{name}: MyST shown raw in JupyterLab: {raw}"
+        if n_dropdowns:
+            opened = page.eval_on_selector_all(".jp-MarkdownCell details", "els => els.map(d => d.open)")
+            assert len(opened) >= n_dropdowns and not any(opened), \
+                f"{name}: {n_dropdowns} dropdowns in the source, rendered open/closed: {opened}"
+        tables = page.locator(".jp-OutputArea-output .ldf-calc-table")
+        assert tables.count() == n_calc, f"{name}: {tables.count()} static calculator tables, {n_calc} calculators"
+        if n_calc:
+            tables.first.scroll_into_view_if_needed()
+            assert tables.first.is_visible() and tables.first.locator("td").count() >= 4
+        outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
+        assert not re.search(r"\d+%\|", outs), f"{name}: a saved progress bar shows a frozen percentage"
+        _shot(page, name, "1-first-open")
+
+        # 2. Run All
+        elapsed = _run_all(page)
+        errors = _outputs_text(page, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
+        assert not errors, f"{name}: error outputs after Run All: {[e[:300] for e in errors]}"
+        outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
+        assert not re.search(r"\d+%\|", outs), f"{name}: a progress bar stayed at a percentage after the run"
+        assert "Error displaying widget" not in outs
+        print(f"{name}: Run All {elapsed:.1f} s")
+
+        # 3. a calculator responds
+        moved = table_after = None
+        if n_calc:
+            box = _calculator(page)
+            before = _table_text(box)
+            moved = _move(page, box)
+            page.wait_for_function("([el, t]) => el.innerText !== t",
+                                   arg=[box.locator(".widget-html-content").last.element_handle(), before],
+                                   timeout=10_000)
+            table_after = _table_text(box)
+            _shot(page, name, "2-run", box)
+
+        # 4. save, kernel gone (next day), reopen
+        page.keyboard.press("Control+s")
+        page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
+                               timeout=30_000)
+        assert not page.errors, page.errors
+    finally:
+        page.close()
+    saved = json.loads((lab.root / name).read_text(encoding="utf-8"))
+    if n_calc:
+        state = saved["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+        assert state.get("state"), f"{name}: the save kept no widget state"
+    lab.shut_down_kernel(name)
+
+    page = _open(lab, browser, name)
+    try:
+        outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
+        assert "Error displaying widget" not in outs, f"{name}: a widget lost its state on reopen"
+        assert not re.search(r"\d+%\|", outs)
+        if n_calc:
+            box = _calculator(page)
+            assert _table_text(box) == table_after, f"{name}: the reopened calculator lost its setting"
+            if box.locator(".widget-hslider").count():
+                assert box.locator(".widget-hslider .widget-readout").first.inner_text() == moved
+            _shot(page, name, "3-reopened", box)
+            if _rerun(name):      # the student runs the notebook again: it still responds
+                _run_all(page)
+                box = _calculator(page)
+                before = _table_text(box)
+                _move(page, box)
+                page.wait_for_function("([el, t]) => el.innerText !== t",
+                                       arg=[box.locator(".widget-html-content").last.element_handle(), before],
+                                       timeout=10_000)
+        assert not page.errors, page.errors
+    finally:
+        page.close()
+    lab.shut_down_kernel(name)

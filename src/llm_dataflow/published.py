@@ -63,9 +63,9 @@ from .accounting import (QuantSpec, WEIGHT_FORMATS, decode_step_bytes, precision
 from .collectives import collective_bytes_per_rank, collective_time
 from .config import model_config
 from .gemm import gemm_traffic
-from .hardware import HardwareSpec, hardware, link
+from .hardware import HardwareSpec, _hw, hardware, link
 from .roofline import decode_step_bounds, prefill_bounds
-from .units import dtype_bytes
+from .units import dtype_bytes, require_nonnegative, require_positive
 
 __all__ = ["PublishedMeasurement", "published_measurements", "published_table", "BOUND_METHODS",
            "CHAPTER_TOPICS", "KNOWN_MODEL_GAPS", "UNUSED_CANDIDATES", "aggregate_hardware",
@@ -190,13 +190,20 @@ def aggregate_hardware(hw: HardwareSpec | str, n_gpus: int) -> HardwareSpec:
     result is still a lower bound.
 
     Raises:
-        ValueError: unknown preset, ``n_gpus`` < 1.
+        ValueError: ``hw`` neither a hardware preset name nor a HardwareSpec, ``n_gpus`` not an
+            integer >= 1 (bools refused), or so many GPUs that a total overflows a float.
     """
-    hw = hardware(hw) if isinstance(hw, str) else hw
-    if not isinstance(n_gpus, int) or n_gpus < 1:
+    hw = _hw(hw)
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
         raise ValueError(f"n_gpus={n_gpus!r} is not allowed; it must be an integer >= 1")
     if n_gpus == 1:
         return hw
+    try:
+        totals = [n_gpus * hw.hbm_bandwidth, n_gpus * hw.memory_bytes] + [n_gpus * v for v in hw.peak_flops.values()]
+    except OverflowError:       # an int beyond a float's range
+        totals = [math.inf]
+    if not all(math.isfinite(x) for x in totals):
+        raise ValueError(f"n_gpus={n_gpus!r} is not allowed: the aggregate bandwidth overflows a float")
     return dataclasses.replace(hw, name=f"{n_gpus}x{hw.name}", hbm_bandwidth=n_gpus * hw.hbm_bandwidth,
                                memory_bytes=n_gpus * hw.memory_bytes,
                                peak_flops={k: n_gpus * v for k, v in hw.peak_flops.items()})
@@ -246,8 +253,24 @@ def to_si(value: float, unit: str, kind: str, *, n_gpus: int = 1, params: dict |
     * ``flops``: ``TFLOP/s`` → ``value·1e12``, ``PFLOP/s`` → ``value·1e15`` FLOP/s.
 
     Raises:
-        ValueError: a unit that does not fit the kind, or a GEMM row without M, N, K.
+        ValueError: ``value`` not a positive finite number, ``n_gpus`` not a positive integer, a
+            ``unit`` that does not fit the ``kind``, a GEMM row whose ``params`` lack M, N, K as
+            non-negative integers, or a result that overflows a float.
     """
+    require_positive("value", value, integer=False)
+    require_positive("n_gpus", n_gpus)
+    if params is not None and not isinstance(params, dict):
+        raise ValueError(f"params={params!r} is not allowed; give a dict (M, N, K for a GEMM) or None")
+    try:
+        out = _to_si(value, unit, kind, n_gpus, params)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise ValueError(f"value={value!r} {unit} is not allowed: in SI units it overflows a float")
+    return out
+
+
+def _to_si(value, unit, kind, n_gpus, params) -> float:
     if kind == "time":
         if unit == "tokens/s":
             return 1.0 / value
@@ -261,6 +284,8 @@ def to_si(value: float, unit: str, kind: str, *, n_gpus: int = 1, params: dict |
             p = params or {}
             if not all(k in p for k in ("M", "N", "K")):
                 raise ValueError(f"a GEMM time from TFLOP/s needs params M, N, K; got {p!r}")
+            for k in ("M", "N", "K"):
+                require_nonnegative(f"params[{k!r}]", p[k])
             return 2 * p["M"] * p["N"] * p["K"] / (value * 1e12)
     elif kind == "bandwidth" and unit == "GB/s":
         return value * 1e9

@@ -236,6 +236,18 @@ def _batch_text(b: float) -> object:
     return "never compute-bound" if math.isinf(b) else b
 
 
+def _calculator_args(model, batch, context):
+    """The ModelConfig of a calculator's ``model`` argument, after checking ``batch`` and
+    ``context``: each error names the calculator's own parameter."""
+    from .config import ModelConfig, model_config
+    cfg = model_config(model) if isinstance(model, str) else model
+    if not isinstance(cfg, ModelConfig):
+        raise ValueError(f"model={model!r} is not allowed; give a preset name or a ModelConfig")
+    require_positive("batch", batch)
+    require_nonnegative("context", context)
+    return cfg
+
+
 def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM", dtype: str = "bf16",
                       batch: int = 1, context: int = 0) -> dict:
     """Everything chapter 05's calculator shows for one setting on one GPU, as a dict of named
@@ -249,9 +261,12 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
     with the KV room left.
 
     Raises:
-        ValueError: unknown model/hardware/dtype, ``batch`` < 1, ``context`` < 0.
+        ValueError: ``model`` neither a preset name nor a ModelConfig, unknown
+            ``hardware_name``/``dtype``, ``batch`` not a positive integer, ``context`` not a
+            non-negative integer (each message names the argument).
     """
     from .fit import memory_fit
+    model = _calculator_args(model, batch, context)
     hw = _hw(hardware_name)
     plan = _as_plan(dtype)
     cd = plan.compute_dtype(hw)
@@ -281,9 +296,12 @@ def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM",
     binds, and whether the batch's KV cache still fits on one GPU.
 
     Raises:
-        ValueError: unknown model/hardware, ``batch`` < 1, ``context`` < 0.
+        ValueError: ``model`` neither a preset name nor a ModelConfig, unknown
+            ``hardware_name``, ``batch`` not a positive integer, ``context`` not a non-negative
+            integer (each message names the argument).
     """
     from .fit import memory_fit
+    model = _calculator_args(model, batch, context)
     b = decode_step_bounds(model, hardware_name, batch, context, "bf16")
     fit = memory_fit(model, hardware_name, "bf16", batch=batch, context=context)
     return {

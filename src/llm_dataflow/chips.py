@@ -218,9 +218,9 @@ def generation(name: str) -> ChipGeneration:
     """The row for ``"Ampere"``, ``"Hopper"`` or ``"Blackwell"``.
 
     Raises:
-        ValueError: unknown name; the message lists the allowed ones.
+        ValueError: unknown name (any non-string included); the message lists the allowed ones.
     """
-    if name not in GENERATIONS:
+    if not isinstance(name, str) or name not in GENERATIONS:
         raise ValueError(f"generation={name!r} is not known; allowed: {', '.join(GENERATIONS)}")
     return GENERATIONS[name]
 

@@ -157,6 +157,12 @@ def norm_unfused(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, residual: 
     return (out, h) if residual is not None else out
 
 
+def _require_bool(field: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{field}={value!r} is not allowed; it must be True or False")
+    return value
+
+
 def fused_block_rows(d: int, elem_bytes: int = 4, residual: bool = True, l2_bytes: int | None = None) -> int:
     """Rows per block of the blocked "fused" kernel: as many as fit one block's live tensors —
     x, residual, h, h², y and out, ``(5 + residual)·rows·D·elem_bytes`` bytes — in one core's L2
@@ -168,10 +174,12 @@ def fused_block_rows(d: int, elem_bytes: int = 4, residual: bool = True, l2_byte
     (:func:`llm_dataflow.memory.cache_levels`), else 1 MiB (a common per-core L2).  At least 1.
 
     Raises:
-        ValueError: non-positive ``d``, ``elem_bytes`` or ``l2_bytes``.
+        ValueError: ``d``, ``elem_bytes`` or ``l2_bytes`` not a positive integer, ``residual``
+            not a bool.
     """
     require_positive("d", d)
     require_positive("elem_bytes", elem_bytes)
+    _require_bool("residual", residual)
     if l2_bytes is None:
         l2 = [c.size_bytes for c in cache_levels() if c.level == 2 and c.type != "Instruction"]
         l2_bytes = l2[0] if l2 else 1024 * KiB
@@ -276,10 +284,12 @@ def fusion_bytes(n_rows: int, d: int, elem_bytes: int = 4, residual: bool = Fals
         "kernels_fused": 1}``.
 
     Raises:
-        ValueError: non-positive sizes.
+        ValueError: ``n_rows``, ``d`` or ``elem_bytes`` not a positive integer, ``residual`` not
+            a bool.
     """
     for f, v in (("n_rows", n_rows), ("d", d), ("elem_bytes", elem_bytes)):
         require_positive(f, v)
+    _require_bool("residual", residual)
     N, D = n_rows, d
     unf = 2 * N * D + (N * D + N) + 2 * N + 2 * N + (2 * N * D + N) + (2 * N * D + D)
     fused = 2 * N * D + D

@@ -53,7 +53,7 @@ from .units import KiB, MiB, fmt_bytes, require_positive
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
            "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",
-           "mountain_sizes", "memory_mountain", "call_overhead", "tier_bandwidth", "dram_onset",
+           "mountain_sizes", "MAX_PER_OCTAVE", "MAX_WORKING_SET_BYTES", "memory_mountain", "call_overhead", "tier_bandwidth", "dram_onset",
            "plot_mountain"]
 
 _SYSFS_CACHE = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
@@ -120,13 +120,16 @@ def parse_cache_size(text: str) -> int:
     sysfs and lscpu mean binary units (K = KiB = 1024 B).
 
     Raises:
-        ValueError: the string is not a size.
+        ValueError: ``text`` not a string, not a size, or a size too large for a float.
     """
-    m = _SIZE_RE.match(text or "")
+    m = _SIZE_RE.match(text) if isinstance(text, str) else None
     if not m:
-        raise ValueError(f"cache size {text!r} is not allowed; expected e.g. '32K', '1M', '1 MiB'")
+        raise ValueError(f"text={text!r} is not a cache size; expected e.g. '32K', '1M', '1 MiB'")
     scale = {"": 1, "K": KiB, "M": MiB, "G": 2**30, "T": 2**40}[m.group(2).upper()]
-    return int(float(m.group(1)) * scale)
+    size = float(m.group(1)) * scale
+    if not math.isfinite(size):
+        raise ValueError(f"text={text!r} is not allowed: the cache size overflows a float")
+    return int(size)
 
 
 def _name(level: int, ctype: str) -> str:
@@ -237,6 +240,13 @@ def available_memory_bytes() -> int | None:
     return None
 
 
+#: Most sizes per factor of 2 that :func:`mountain_sizes` makes.
+MAX_PER_OCTAVE = 64
+#: Largest working set :func:`mountain_sizes` offers: 2^47 B = 128 TiB, the user-space virtual
+#: address space of x86-64 Linux with 4-level page tables (kernel docs, x86_64/mm.rst).
+MAX_WORKING_SET_BYTES = 2**47
+
+
 def mountain_sizes(lo: int = 4 * KiB, hi: int | None = None, per_octave: int = 2, *,
                    caches: list[CacheLevel] | None = None) -> list[int]:
     """Working-set sizes (bytes), ascending, each a multiple of 64 bytes (a cache line).
@@ -250,11 +260,25 @@ def mountain_sizes(lo: int = 4 * KiB, hi: int | None = None, per_octave: int = 2
     second there, so there is one).  That is 4 KiB … 128 MiB for a 32 MiB L3 and 4 KiB … 1040 MiB
     for a 260 MiB one.  Where no cache is reported: ``lo`` … 128 MiB, ``per_octave`` per factor of 2.
 
+    Bounds: ``per_octave`` at most :data:`MAX_PER_OCTAVE` (64: finer steps than 2^(1/64), about
+    1 %, are below a cache line at 4 KiB and below what a timed bandwidth resolves); ``hi`` at
+    most :data:`MAX_WORKING_SET_BYTES` (2^47 B = 128 TiB, x86-64 Linux's user address space with
+    4-level page tables: no buffer can be larger).
+
     Raises:
-        ValueError: non-positive arguments, ``hi < lo``, or an LLC smaller than ``lo``.
+        ValueError: ``lo``, ``hi`` or ``per_octave`` not a positive integer or above its bound,
+            ``hi < lo``, an LLC smaller than ``lo``, ``caches`` neither None nor a list of
+            :class:`CacheLevel`.
     """
     require_positive("lo", lo)
     require_positive("per_octave", per_octave)
+    if per_octave > MAX_PER_OCTAVE:
+        raise ValueError(f"per_octave={per_octave} is not allowed; at most MAX_PER_OCTAVE={MAX_PER_OCTAVE}")
+    if lo > MAX_WORKING_SET_BYTES:
+        raise ValueError(f"lo={lo} is not allowed; at most MAX_WORKING_SET_BYTES={MAX_WORKING_SET_BYTES:,}")
+    if caches is not None and (not isinstance(caches, (list, tuple))
+                               or not all(isinstance(c, CacheLevel) for c in caches)):
+        raise ValueError(f"caches={caches!r} is not allowed; give None or a list of CacheLevel")
     coarse: list[int] = []
     if hi is None:
         llc = last_level_cache_bytes(caches)
@@ -266,6 +290,8 @@ def mountain_sizes(lo: int = 4 * KiB, hi: int | None = None, per_octave: int = 2
             hi = llc
             coarse = [past_last_level_bytes(f, caches) for f in (2, 4)]
     require_positive("hi", hi)
+    if hi > MAX_WORKING_SET_BYTES:
+        raise ValueError(f"hi={hi} is not allowed; at most MAX_WORKING_SET_BYTES={MAX_WORKING_SET_BYTES:,}")
     if hi < lo:
         raise ValueError(f"hi={hi} is not allowed; it must be >= lo={lo}")
     n = int(math.floor(math.log2(hi / lo) * per_octave + 1e-9))

@@ -30,7 +30,7 @@ from .units import require_nonnegative, require_positive
 
 __all__ = [
     "OutOfBlocksError", "BlockAllocator", "blocks_needed", "tail_waste", "slot_of", "slot_mapping",
-    "paged_attention", "PagedKVCache", "simulate_kv_memory", "PAGED_ATTENTION_PAPER_UTILISATION",
+    "paged_attention", "PagedKVCache", "simulate_kv_memory", "MAX_SIM_REQUESTS", "PAGED_ATTENTION_PAPER_UTILISATION",
     "PAGED_ATTENTION_PAPER_ORCA",
 ]
 
@@ -74,9 +74,13 @@ def slot_of(block_table, position: int, block_size: int) -> tuple[int, int]:
     """``(physical block, offset)`` of logical ``position`` through ``block_table`` (a sequence of ints).
 
     Raises:
-        ValueError: ``block_size < 1``, ``position < 0`` or past the table's
+        ValueError: ``block_table`` not a list or tuple of non-negative integers (block ids),
+            ``block_size`` not a positive integer, ``position`` negative or past the table's
             ``len(block_table)·block_size`` slots.
     """
+    if not isinstance(block_table, (list, tuple)) or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in block_table):
+        raise ValueError(f"block_table={block_table!r} is not allowed; give a list of non-negative block ids")
     require_positive("block_size", block_size)
     require_nonnegative("position", position)
     i = position // block_size
@@ -447,6 +451,10 @@ class PagedKVCache:
 
 
 # --- simulation --------------------------------------------------------------------------------
+#: Most requests :func:`simulate_kv_memory` draws.
+MAX_SIM_REQUESTS = 2**16
+
+
 def simulate_kv_memory(n_requests: int = 256, max_len: int = 2048, block_size: int = 16, *,
                        mean_prompt: float = 160.0, mean_output: float = 340.0, capacity_tokens: int | None = None,
                        seed: int = 0) -> dict:
@@ -476,10 +484,17 @@ def simulate_kv_memory(n_requests: int = 256, max_len: int = 2048, block_size: i
     on their traces, not on this synthetic mix; this snapshot has no external fragmentation,
     which could only make the contiguous policies look better than they are.
 
+    At most :data:`MAX_SIM_REQUESTS` requests (65,536: about a quarter of a second of CPU; the
+    utilisations settle long before).
+
     Raises:
-        ValueError: non-positive sizes or means.
+        ValueError: ``n_requests`` not a positive integer or more than :data:`MAX_SIM_REQUESTS`;
+            ``max_len``, ``block_size`` or ``capacity_tokens`` not a positive integer;
+            ``mean_prompt`` or ``mean_output`` not a positive finite number.
     """
     require_positive("n_requests", n_requests)
+    if n_requests > MAX_SIM_REQUESTS:
+        raise ValueError(f"n_requests={n_requests} is not allowed; at most MAX_SIM_REQUESTS={MAX_SIM_REQUESTS:,}")
     require_positive("max_len", max_len)
     require_positive("block_size", block_size)
     require_positive("mean_prompt", mean_prompt, integer=False)
@@ -491,7 +506,11 @@ def simulate_kv_memory(n_requests: int = 256, max_len: int = 2048, block_size: i
     sigma = 1.0
 
     def draw(mean):  # log-normal with the given mean: mu = ln(mean) - sigma²/2
-        return max(1, int(round(rng.lognormvariate(math.log(mean) - sigma ** 2 / 2, sigma))))
+        try:
+            v = rng.lognormvariate(math.log(mean) - sigma ** 2 / 2, sigma)
+        except OverflowError:   # a mean near the float limit: the draw is clipped to max_len below anyway
+            v = math.inf
+        return max(1, int(round(min(v, max_len))))
 
     held, res = [], {"contiguous_max": [], "contiguous_pow2": [], "contiguous_oracle": [], "paged": []}
     for _ in range(n_requests):

@@ -37,7 +37,7 @@ import torch
 from .units import require_positive
 
 __all__ = [
-    "Request", "make_workload", "StepCost", "ServeResult", "serve_static", "serve_continuous",
+    "Request", "make_workload", "MAX_WORKLOAD_REQUESTS", "MAX_WORKLOAD_TOKENS", "StepCost", "ServeResult", "serve_static", "serve_continuous",
     "serving_metrics", "check_schedule",
 ]
 
@@ -56,6 +56,12 @@ class Request:
         return int(self.prompt.numel())
 
 
+#: Most requests :func:`make_workload` draws.
+MAX_WORKLOAD_REQUESTS = 2**16
+#: Most prompt tokens (``n_requests × prompt_len[1]``) :func:`make_workload` may draw.
+MAX_WORKLOAD_TOKENS = 2**24
+
+
 def make_workload(n_requests: int = 24, rate_per_s: float = 200.0, prompt_len: tuple = (4, 32),
                   output_len: tuple = (2, 32), vocab_size: int = 256, seed: int = 0) -> list:
     """A seeded workload: Poisson arrivals (exponential gaps of mean ``1/rate_per_s`` s), prompt and
@@ -64,21 +70,47 @@ def make_workload(n_requests: int = 24, rate_per_s: float = 200.0, prompt_len: t
     Returns:
         list of :class:`Request`, sorted by arrival, ``rid`` = 0 … n−1.
 
+    Bounds: ``n_requests`` at most :data:`MAX_WORKLOAD_REQUESTS` (65,536) and
+    ``n_requests × prompt_len[1]`` at most :data:`MAX_WORKLOAD_TOKENS` (2^24 prompt tokens,
+    128 MiB of int64 ids); ``vocab_size`` at most :data:`~llm_dataflow.config.MAX_DIM`; ``seed``
+    an integer torch's generator accepts (−2^63 … 2^64 − 1).
+
     Raises:
-        ValueError: non-positive counts, rate or lengths, or a range with low > high.
+        ValueError: ``n_requests`` or ``vocab_size`` not a positive integer or above its bound,
+            ``rate_per_s`` not a positive finite number (or so small that arrival times
+            overflow a float), ``prompt_len``/``output_len`` not a ``(low, high)`` pair of
+            positive integers with low <= high, too many prompt tokens, a bad ``seed``.
     """
+    from .config import MAX_DIM
+
     require_positive("n_requests", n_requests)
+    if n_requests > MAX_WORKLOAD_REQUESTS:
+        raise ValueError(f"n_requests={n_requests} is not allowed; at most MAX_WORKLOAD_REQUESTS="
+                         f"{MAX_WORKLOAD_REQUESTS:,}")
     require_positive("rate_per_s", rate_per_s, integer=False)
     require_positive("vocab_size", vocab_size)
-    for name, (lo, hi) in (("prompt_len", prompt_len), ("output_len", output_len)):
+    if vocab_size > MAX_DIM:
+        raise ValueError(f"vocab_size={vocab_size} is not allowed; at most MAX_DIM={MAX_DIM}")
+    for name, pair in (("prompt_len", prompt_len), ("output_len", output_len)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"{name}={pair!r} is not allowed; give a (low, high) pair of positive integers")
+        lo, hi = pair
         require_positive(name, lo)
+        require_positive(name, hi)
         if hi < lo:
             raise ValueError(f"{name}={(lo, hi)!r} is not allowed; give (low, high) with low <= high")
+    if n_requests * prompt_len[1] > MAX_WORKLOAD_TOKENS:
+        raise ValueError(f"n_requests={n_requests} × prompt_len high={prompt_len[1]} is not allowed; at most "
+                         f"MAX_WORKLOAD_TOKENS={MAX_WORKLOAD_TOKENS:,} prompt tokens")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**64:
+        raise ValueError(f"seed={seed!r} is not allowed; it must be an integer in -2**63 .. 2**64 - 1")
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     t, reqs = 0.0, []
     for rid in range(n_requests):
         t += rng.expovariate(rate_per_s)
+        if not math.isfinite(t):
+            raise ValueError(f"rate_per_s={rate_per_s!r} is not allowed: arrival times overflow a float")
         p = rng.randint(*prompt_len)
         reqs.append(Request(rid, t, torch.randint(0, vocab_size, (p,), generator=gen), rng.randint(*output_len)))
     return reqs

@@ -265,16 +265,7 @@ NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n 
 _TINY = ldf.model_config("tiny-llama")
 KNOWN_FAILURES: dict[str, tuple[str, list]] = {
     # the lead's modules (accounting, fit, kv, ledger, parallel, plan, published, roofline)
-    "aggregate_hardware": ("published.py", [{"hw": None, "n_gpus": 2}, {"hw": -1, "n_gpus": True}]),  # returns -1
-    "to_si": ("published.py", [{"value": None, "unit": "tokens/s", "kind": "time"}]),     # TypeError
-    "decode_calculator": ("roofline.py", [{"context": []}]),                              # says context_len=
     # other modules
-    "generation": ("chips.py", [{"name": []}]),                                           # TypeError
-    "fused_block_rows": ("fusion.py", [{"d": 1, "residual": None}, {"d": 1, "residual": ""}]),
-    "fusion_bytes": ("fusion.py", [{"n_rows": 1, "d": 1, "residual": None}]),
-    "parse_cache_size": ("memory.py", [{"text": True}, {"text": None}]),
-    "mountain_sizes": ("memory.py", [{"per_octave": 10**30}]),                            # does not return
-    "slot_of": ("paged.py", [{"block_table": None, "position": 0, "block_size": 1}]),
     "check_dtype": ("units.py", [{"dtype": "bf16", "allowed": False}]),
     "fmt_bytes": ("units.py", [{"nbytes": None}, {"nbytes": 1000.0, "digits": None}]),
     "fmt_gb": ("units.py", [{"nbytes": None}, {"nbytes": 0.0, "digits": None}]),
@@ -283,7 +274,6 @@ KNOWN_FAILURES: dict[str, tuple[str, list]] = {
     "fmt_num": ("units.py", [{"value": None}]),
     "fmt_si": ("units.py", [{"value": None, "unit": "s"}, {"value": 1.0, "unit": "s", "digits": None}]),
     "fmt_time": ("units.py", [{"seconds": None}]),
-    "make_workload": ("batching.py", [{"prompt_len": 0}, {"prompt_len": []}]),
 }
 
 

@@ -7,6 +7,7 @@ bandwidths), ``GiB = 2**30`` bytes (what allocators and ``nvidia-smi`` report). 
 from __future__ import annotations
 
 import math
+import numbers
 
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
@@ -41,8 +42,14 @@ def check_dtype(dtype: str, allowed: tuple[str, ...] | None = None, field: str =
     """Return ``dtype`` if it is a known dtype name (and in ``allowed`` when given).
 
     Raises:
-        ValueError: naming the field, the value and the allowed names.
+        ValueError: naming the field, the value and the allowed names; ``allowed`` neither None
+            nor a tuple/list/set of names, ``field`` not a string.
     """
+    if not isinstance(field, str):
+        raise ValueError(f"field={field!r} is not allowed; give the parameter's name")
+    if allowed is not None and (not isinstance(allowed, (tuple, list, set, frozenset))
+                                or not all(isinstance(a, str) for a in allowed)):
+        raise ValueError(f"allowed={allowed!r} is not allowed; give None or a tuple of dtype names")
     names = tuple(allowed) if allowed is not None else tuple(DTYPE_BITS)
     if not isinstance(dtype, str) or dtype not in names:
         raise ValueError(f"{field}={dtype!r} is not a known dtype; allowed: {', '.join(names)}")
@@ -70,7 +77,7 @@ def dtype_bytes(dtype: str) -> float:
 def require_positive(field: str, value, *, integer: bool = True):
     """Return ``value`` if it is a positive (integer) number, else raise ``ValueError`` naming ``field``."""
     ok_type = isinstance(value, int) and not isinstance(value, bool) if integer else isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok_type or not value > 0 or (not integer and not math.isfinite(value)):
+    if not ok_type or not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
         kind = "a positive integer" if integer else "a positive finite number"
         raise ValueError(f"{field}={value!r} is not allowed; it must be {kind}")
     return value
@@ -79,7 +86,7 @@ def require_positive(field: str, value, *, integer: bool = True):
 def require_nonnegative(field: str, value, *, integer: bool = True):
     """Return ``value`` if it is a non-negative (integer) number, else raise ``ValueError`` naming ``field``."""
     ok_type = isinstance(value, int) and not isinstance(value, bool) if integer else isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok_type or value < 0 or (not integer and not math.isfinite(value)):
+    if not ok_type or value < 0 or (isinstance(value, float) and not math.isfinite(value)):
         kind = "a non-negative integer" if integer else "a non-negative finite number"
         raise ValueError(f"{field}={value!r} is not allowed; it must be {kind}")
     return value

@@ -311,3 +311,18 @@ def test_progress_outside_a_kernel_is_a_text_bar():
 
     bar = ldf.progress(range(3), desc="x")
     assert isinstance(bar, tqdm) and list(bar) == [0, 1, 2]
+
+
+def test_unit_formatting_helpers_never_use_scientific_notation():
+    from llm_dataflow.units import fmt_num, fmt_si, fmt_time
+
+    assert fmt_num(18863.496) == "18,863" and fmt_num(0.43383) == "0.4338" and fmt_num(3.0) == "3"
+    assert fmt_num(1.23e-5) == "0.0000123" and fmt_num(671026419200) == "671,026,419,200"
+    assert fmt_num(float("nan")) == "n/a" and fmt_num(float("inf")) == "∞" and fmt_num(-0.0) == "0"
+    assert fmt_time(0.005186) == "5.19 ms" and fmt_time(4.2e-5) == "42 µs" and fmt_time(3600) == "3,600 s"
+    assert fmt_time(0) == "0 s" and fmt_time(float("inf")) == "never"
+    assert fmt_si(4.18e-3, "s") == "4.18 ms" and fmt_si(1.04e15, "FLOP") == "1.04 PFLOP"
+    assert fmt_si(999.7e-3, "s") == "1 s"                 # was "1e+03 ms"
+    for x in (1e-12, 9.9996e-7, 0.99996, 999.96, 1e20, 123456.789):
+        for text in (fmt_num(x), fmt_time(x), fmt_si(x, "B")):
+            assert not re.search(r"\d[eE][+-]?\d", text), (x, text)

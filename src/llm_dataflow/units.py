@@ -12,7 +12,7 @@ import numbers
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "DTYPE_BITS", "dtype_bits", "dtype_bytes", "check_dtype",
-    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_num", "fmt_si", "fmt_time",
+    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
     "require_positive", "require_nonnegative",
 ]
 
@@ -92,13 +92,63 @@ def require_nonnegative(field: str, value, *, integer: bool = True):
     return value
 
 
+#: Most digits a ``fmt_*`` helper prints (``digits``): a float64 carries at most 17 significant
+#: decimal digits (IEEE 754-2008 §5.12.2), so more would print noise.
+MAX_DIGITS = 17
+
+
+def _number(field: str, value, *, exact_int: bool = False):
+    """``value`` if it is a real number a float can hold (ints beyond a float too with
+    ``exact_int``), else ValueError naming ``field``.  Bools and strings are refused."""
+    bad = isinstance(value, (bool, str, bytes)) or value is None
+    if not bad:
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            bad = True
+        except OverflowError:
+            if not (exact_int and isinstance(value, numbers.Integral)):
+                raise ValueError(f"{field}={value!r} is not allowed; it is too large for a float") from None
+    if bad:
+        raise ValueError(f"{field}={value!r} is not allowed; it must be a number")
+    return value
+
+
+def _digits(digits) -> int:
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 0 <= digits <= MAX_DIGITS:
+        raise ValueError(f"digits={digits!r} is not allowed; allowed: an integer in 0..MAX_DIGITS={MAX_DIGITS}")
+    return int(digits)
+
+
+def _text(field: str, value) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{field}={value!r} is not allowed; it must be a string")
+    return value
+
+
+def _flag(field: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{field}={value!r} is not allowed; it must be True or False")
+    return value
+
+
 def fmt_gb(nbytes: float, digits: int = 2) -> str:
-    """Format bytes in decimal gigabytes: ``fmt_gb(14e9)`` → ``'14.00 GB'`` (GB = 1e9 B)."""
+    """Format bytes in decimal gigabytes: ``fmt_gb(14e9)`` → ``'14.00 GB'`` (GB = 1e9 B).
+
+    Raises:
+        ValueError: ``nbytes`` not a number, ``digits`` not an integer in 0..:data:`MAX_DIGITS`.
+    """
+    nbytes, digits = _number("nbytes", nbytes), _digits(digits)
     return f"{nbytes / GB:.{digits}f} GB"
 
 
 def fmt_gib(nbytes: float, digits: int = 2) -> str:
-    """Format bytes in binary gibibytes: ``fmt_gib(14e9)`` → ``'13.04 GiB'`` (GiB = 2**30 B)."""
+    """Format bytes in binary gibibytes: ``fmt_gib(14e9)`` → ``'13.04 GiB'`` (GiB = 2**30 B).
+
+    Raises:
+        ValueError: ``nbytes`` not a number, ``digits`` not an integer in 0..:data:`MAX_DIGITS`.
+    """
+    nbytes, digits = _number("nbytes", nbytes), _digits(digits)
     return f"{nbytes / GiB:.{digits}f} GiB"
 
 
@@ -108,7 +158,16 @@ _BIN = [("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)]
 
 def fmt_bytes(nbytes: float, binary: bool = False, digits: int = 2) -> str:
     """Format a byte count with the largest fitting prefix, decimal (KB, MB, GB, TB) by default
-    or binary (KiB … TiB) with ``binary=True``; below 1 KB/KiB it prints whole bytes."""
+    or binary (KiB … TiB) with ``binary=True``; below 1 KB/KiB it prints whole bytes; NaN →
+    ``'nan B'``.
+
+    Raises:
+        ValueError: ``nbytes`` not a number, ``binary`` not a bool, ``digits`` not an integer in
+            0..:data:`MAX_DIGITS`.
+    """
+    nbytes, binary, digits = _number("nbytes", nbytes), _flag("binary", binary), _digits(digits)
+    if math.isnan(float(nbytes)):
+        return "nan B"
     for unit, size in (_BIN if binary else _DEC):
         if abs(nbytes) >= size:
             return f"{nbytes / size:.{digits}f} {unit}"
@@ -120,7 +179,12 @@ def fmt_si(value: float, unit: str, digits: int = 3) -> str:
 
     ``digits`` significant digits, never in scientific notation: a value that rounds up to 1000
     of a prefix moves to the next one (``fmt_si(999.7e-3, 's')`` → ``'1 s'``, not ``'1e+03 ms'``).
+
+    Raises:
+        ValueError: ``value`` not a number, ``unit`` not a string, ``digits`` not an integer in
+            0..:data:`MAX_DIGITS`.
     """
+    value, unit, digits = _number("value", value), _text("unit", unit), _digits(digits)
     if value == 0 or not math.isfinite(value):
         return f"{value} {unit}"
     prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
@@ -141,8 +205,13 @@ def fmt_num(value: float, digits: int = 4, separators: bool = True) -> str:
     ``fmt_num(3.0)`` → ``'3'``, ``fmt_num(1.23e-5)`` → ``'0.0000123'``; ``nan`` → ``'n/a'``,
     ``±inf`` → ``'∞'`` / ``'-∞'``.  Integers print exactly (``fmt_num(671026419200)`` →
     ``'671,026,419,200'``).
+
+    Raises:
+        ValueError: ``value`` not a number, ``digits`` not an integer in 0..:data:`MAX_DIGITS`,
+            ``separators`` not a bool.
     """
-    comma = "," if separators else ""
+    value, digits = _number("value", value, exact_int=True), _digits(digits)
+    comma = "," if _flag("separators", separators) else ""
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:{comma}}"
     value = float(value)
@@ -164,8 +233,12 @@ def fmt_time(seconds: float, digits: int = 3) -> str:
     ``fmt_time(4.2e-5)`` → ``'42 µs'``, ``fmt_time(2.5)`` → ``'2.5 s'``, ``fmt_time(3600)`` →
     ``'3,600 s'``; ``0`` → ``'0 s'``; ``inf`` → ``'never'`` (a rate of zero: the event never
     happens); ``nan`` → ``'n/a'``.  Never scientific notation.
+
+    Raises:
+        ValueError: ``seconds`` not a number, ``digits`` not an integer in 0..:data:`MAX_DIGITS`.
     """
-    seconds = float(seconds)
+    seconds = float(_number("seconds", seconds))
+    _digits(digits)
     if math.isnan(seconds):
         return "n/a"
     if math.isinf(seconds):
@@ -183,7 +256,12 @@ def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
     Every number that depends on the reader's machine goes through this function, so that one
     regular expression in ``tests/nbval_sanitize.cfg`` masks it when nbval compares saved
     outputs, while analytic numbers stay compared exactly.
+
+    Raises:
+        ValueError: ``value`` not a number, ``unit`` not a string, ``digits`` not an integer in
+            0..:data:`MAX_DIGITS`.
     """
+    value, unit, digits = _number("value", value), _text("unit", unit), _digits(digits)
     if not math.isfinite(value):
         return f"nan {unit} (measured)"
     return f"{value:.{digits}g} {unit} (measured)".replace("  ", " ")

@@ -266,14 +266,6 @@ _TINY = ldf.model_config("tiny-llama")
 KNOWN_FAILURES: dict[str, tuple[str, list]] = {
     # the lead's modules (accounting, fit, kv, ledger, parallel, plan, published, roofline)
     # other modules
-    "check_dtype": ("units.py", [{"dtype": "bf16", "allowed": False}]),
-    "fmt_bytes": ("units.py", [{"nbytes": None}, {"nbytes": 1000.0, "digits": None}]),
-    "fmt_gb": ("units.py", [{"nbytes": None}, {"nbytes": 0.0, "digits": None}]),
-    "fmt_gib": ("units.py", [{"nbytes": None}, {"nbytes": 0.0, "digits": None}]),
-    "fmt_measured": ("units.py", [{"value": None, "unit": "s"}, {"value": 0.0, "unit": "s", "digits": None}]),
-    "fmt_num": ("units.py", [{"value": None}]),
-    "fmt_si": ("units.py", [{"value": None, "unit": "s"}, {"value": 1.0, "unit": "s", "digits": None}]),
-    "fmt_time": ("units.py", [{"seconds": None}]),
 }
 
 

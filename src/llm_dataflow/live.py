@@ -425,7 +425,9 @@ def _card(fn, ordered: dict, title: str, static: bool, n_rows: int | None = None
         return _CARD.format(id=f"ldf-calc-{digest}", table=table, aria=aria)
     body = _spec(fn, ordered, title)
     table = _static_table(title, ordered, rows, len(body["params"][len(ordered)]["value"]))
-    spec = json.dumps(body, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    # UTF-8 as is ("µs" is 3 bytes, not the 7 of an escaped "\u00b5s"); U+2028/2029 escaped for old JS parsers
+    spec = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    spec = spec.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     spec = spec.replace("</", "<\\/")  # never close the script element from inside a string
     digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
     ident = f"ldf-calc-{digest}"

@@ -48,7 +48,8 @@ def shown(spec: dict, index: tuple[int, ...]) -> dict:
     for j in range(len(p["ldf_t"])):
         vi = sum(i * s for i, s in zip(index, p["ldf_s"][j]))
         ni = sum(i * s for i, s in zip(index, p["ldf_ns"][j]))
-        out[p["ldf_n"][j][ni]] = p["ldf_t"][j][vi]
+        k = p["ldf_t"][j][vi]
+        out[p["ldf_n"][j][ni]] = k if isinstance(k, str) else p["ldf_d"][j][k]
     return out
 
 
@@ -72,6 +73,8 @@ def test_columns_keep_only_the_controls_they_depend_on():
     p = params_of(spec_of(live.calculator_html(kv_toy, ok)))
     # row 2 "seq share" depends on seq_len only: 3 values, stride 1 on axis 1, 0 elsewhere
     assert p["ldf_s"][2] == [0, 1, 0] and len(p["ldf_t"][2]) == 3
+    # row 3 "big"/"small" over the 18 settings: indices into its two distinct strings
+    assert p["ldf_d"][3] == ["small", "big"] and set(p["ldf_t"][3]) == {0, 1}
     # its name is constant: one entry
     assert p["ldf_n"][2] == ["seq share"] and p["ldf_ns"][2] == [0, 0, 0]
     # row 1's name depends on dtype only

@@ -227,14 +227,29 @@ def _reduced(col: np.ndarray):
     return [str(x) for x in np.asarray(sub).reshape(-1)], strides
 
 
+def _dictionary(flat: list[str]) -> tuple[list, list[str]]:
+    """``(coded, distinct)``: a row's shown strings as indices into its distinct strings when that
+    is shorter in JSON (a verdict repeated over 3,200 settings, a long "fits: …" text), else the
+    strings themselves and ``[]``.  The page reads ``isString(x) ? x : distinct[x]``."""
+    distinct = list(dict.fromkeys(flat))
+    pos = {v: i for i, v in enumerate(distinct)}
+    coded = [pos[v] for v in flat]
+    size = lambda x: len(json.dumps(x, separators=(",", ":"), ensure_ascii=False))  # noqa: E731
+    if size(coded) + size(distinct) < size(flat):
+        return coded, distinct
+    return flat, []
+
+
 def _spec(fn, ordered: dict, title: str) -> dict:
     keys = list(ordered)
     names, table = _evaluate(fn, ordered)
     m = table.shape[-1]
-    tables, strides, ntables, nstrides, maxima, units = [], [], [], [], [], {}
+    tables, dicts, strides, ntables, nstrides, maxima, units = [], [], [], [], [], [], {}
     for j in range(m):
         flat, st = _reduced(table[..., j])
-        tables.append(flat)
+        coded, uniq = _dictionary(flat)
+        tables.append(coded)
+        dicts.append(uniq)
         strides.append(st)
         flat_n, st_n = _reduced(names[..., j])
         ntables.append(flat_n)
@@ -276,7 +291,8 @@ def _spec(fn, ordered: dict, title: str) -> dict:
                        "the controls select precomputed results",
         "title": {"text": title, "subtitle": "bar: the value / its largest over all settings",
                   "subtitleFontSize": 11},
-        "params": params + [{"name": "ldf_t", "value": tables}, {"name": "ldf_s", "value": strides},
+        "params": params + [{"name": "ldf_t", "value": tables}, {"name": "ldf_d", "value": dicts},
+                            {"name": "ldf_s", "value": strides},
                             {"name": "ldf_c", "value": labels}, {"name": "ldf_x", "value": maxima},
                             {"name": "ldf_n", "value": ntables}, {"name": "ldf_ns", "value": nstrides},
                             {"name": "ldf_u", "value": dict(sorted(units.items()))},
@@ -284,7 +300,10 @@ def _spec(fn, ordered: dict, title: str) -> dict:
         "data": {"values": rows},
         "transform": [
             {"calculate": f"datum.c == 1 ? datum.n : ldf_n[datum.j][{index('ldf_ns')}]", "as": "n"},
-            {"calculate": f"datum.c == 1 ? ({pick} : '') : ldf_t[datum.j][{index('ldf_s')}]", "as": "s"},
+            {"calculate": f"datum.c == 1 ? '' : ldf_t[datum.j][{index('ldf_s')}]", "as": "k"},
+            # a row stored as indices into its list of distinct strings (see _dictionary)
+            {"calculate": f"datum.c == 1 ? ({pick} : '') : "
+                          "isString(datum.k) ? datum.k : ldf_d[datum.j][datum.k]", "as": "s"},
             # the number a shown string means, in its unit's base (same rule as _num), or NaN
             {"calculate": "replace(datum.s, regexp(',', 'g'), '')", "as": "s2"},
             {"calculate": "datum.c == 1 || !test(regexp(ldf_re), datum.s2) ? NaN : "

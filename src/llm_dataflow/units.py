@@ -74,22 +74,30 @@ def dtype_bytes(dtype: str) -> float:
     return dtype_bits(dtype) / 8
 
 
-def require_positive(field: str, value, *, integer: bool = True):
-    """Return ``value`` if it is a positive (integer) number, else raise ``ValueError`` naming ``field``."""
+_FLOAT_MAX = 1.7976931348623157e308   # sys.float_info.max
+
+
+def _require_number(field: str, value, integer: bool, positive: bool):
+    sign = "a positive" if positive else "a non-negative"
+    kind = f"{sign} integer" if integer else f"{sign} finite number"
     ok_type = isinstance(value, int) and not isinstance(value, bool) if integer else isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok_type or not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
-        kind = "a positive integer" if integer else "a positive finite number"
+    if (not ok_type or not (value > 0 if positive else value >= 0)
+            or (isinstance(value, float) and not math.isfinite(value))
+            or (not integer and isinstance(value, int) and value > _FLOAT_MAX)):   # no float can hold it
         raise ValueError(f"{field}={value!r} is not allowed; it must be {kind}")
     return value
+
+
+def require_positive(field: str, value, *, integer: bool = True):
+    """Return ``value`` if it is a positive integer or, with ``integer=False``, a positive finite
+    number (an int too large for a float is not); else raise ``ValueError`` naming ``field``."""
+    return _require_number(field, value, integer, True)
 
 
 def require_nonnegative(field: str, value, *, integer: bool = True):
-    """Return ``value`` if it is a non-negative (integer) number, else raise ``ValueError`` naming ``field``."""
-    ok_type = isinstance(value, int) and not isinstance(value, bool) if integer else isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok_type or value < 0 or (isinstance(value, float) and not math.isfinite(value)):
-        kind = "a non-negative integer" if integer else "a non-negative finite number"
-        raise ValueError(f"{field}={value!r} is not allowed; it must be {kind}")
-    return value
+    """Return ``value`` if it is a non-negative integer or, with ``integer=False``, a non-negative
+    finite number (an int too large for a float is not); else raise ``ValueError`` naming ``field``."""
+    return _require_number(field, value, integer, False)
 
 
 #: Most digits a ``fmt_*`` helper prints (``digits``): a float64 carries at most 17 significant

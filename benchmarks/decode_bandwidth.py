@@ -109,7 +109,7 @@ def print_choices(model, threads: int) -> None:
     if forced is not None:
         print(f"ldf.linear kernel:    {forced} for every projection (forced by LDF_LINEAR)")
         return
-    print(f"ldf.linear kernel per projection shape (time / F.linear's: median of "
+    print(f"ldf.linear kernel per projection shape (time / F.linear's: median of the latest "
           f"{ldf.model.LINEAR_TUNE_ROUNDS} paired rounds):")
     for c in ldf.linear_choice():
         if c.rows == 1 and (c.n_rows, c.n_cols) in names and c.threads == threads:
@@ -172,8 +172,9 @@ def _run(args) -> int:
     print(f"transformers generate: {statistics.median(hf_s) * 1e3:.2f} ms per token (same tokens: {same})")
     print(f"per-token time ratio transformers / book: {ratio:.2f}x  (median over {args.repeat} rounds; "
           f"target >= 1: {'met' if ratio >= 1 else 'NOT met'})")
-    if any(c.tunings > 1 for c in ldf.linear_choice()):
-        print_choices(model, threads)   # a kernel was re-timed during the run: the final choices
+    if any(c.switches for c in ldf.linear_choice()):
+        print("the load changed during the run; the final choices:")
+        print_choices(model, threads)
     return 0
 
 

@@ -105,7 +105,7 @@ def test_choose_linear_kernel_rejects_bad_input():
         ldf.choose_linear_kernel([good], margin=1.0)
 
 
-# --- the tuner: interleaved rounds, then the choice watched for drift ---------------------------
+# --- the tuner: interleaved rounds, first back to back, then spaced; the choice follows them ------
 def feed_rounds(tuner, times):
     """Run one tuning through ``tuner`` with fixed per-kernel times; return the call order."""
     order = []
@@ -114,6 +114,16 @@ def feed_rounds(tuner, times):
         order.append(k)
         tuner.record(k, times[k])
     return order
+
+
+def run_calls(tuner, times, n):
+    """``n`` calls with fixed per-kernel times; returns {kernel: calls}."""
+    count = dict.fromkeys(KERNELS, 0)
+    for _ in range(n):
+        k = tuner.next_kernel()
+        count[k] += 1
+        tuner.record(k, times[k])
+    return count
 
 
 def test_tuner_interleaves_every_kernel_in_rotating_order():
@@ -125,30 +135,42 @@ def test_tuner_interleaves_every_kernel_in_rotating_order():
         rnd = order[r * C:(r + 1) * C]
         assert sorted(rnd) == sorted(KERNELS)       # each kernel once per round
         assert rnd[0] == KERNELS[r % C]             # no kernel always goes first
-    assert t.choice == "F.linear" and t.tunings == 1 and t.chosen_s == 1.0
+    assert t.choice == "F.linear" and t.n_rounds == R and t.switches == 0
     assert t.ratios["split"] == pytest.approx(2.1)
 
 
-def test_tuner_retunes_after_a_lasting_drift_and_only_after_the_gap():
+def test_later_rounds_are_spaced_to_cost_at_most_2_percent():
     t = M._LinearTuner()
-    feed_rounds(t, {"F.linear": 1.0, "one-thread": 1.8, "split": 2.0})       # quiet: F.linear
-    # another program keeps a core busy: F.linear takes 3× longer.  Nothing changes before the gap
-    for _ in range(M.LINEAR_RETUNE_GAP - M.LINEAR_WATCH_CALLS):
-        t.record(t.next_kernel(), 3.0)
-    assert t.choice == "F.linear"
-    for _ in range(M.LINEAR_WATCH_CALLS):       # the first window past the gap re-opens the tuning
-        t.record(t.next_kernel(), 3.0)
-    assert t.choice is None
-    feed_rounds(t, {"F.linear": 3.0, "one-thread": 2.0, "split": 6.0})       # busy: one thread wins
-    assert t.choice == "one-thread" and t.tunings == 2
+    times = {"F.linear": 1.0, "one-thread": 2.0, "split": 30.0}   # a loser far slower than the winner
+    feed_rounds(t, times)
+    round_s = sum(times.values())
+    spacing = M.LINEAR_RECHECK_SPACING * round_s                  # 1,650 s of F.linear calls
+    count = run_calls(t, times, 100_000)
+    rounds = count["split"]
+    assert rounds == pytest.approx(100_000 / (spacing + len(KERNELS)), abs=1)
+    extra = rounds * (round_s - times["F.linear"])
+    assert extra / (count["F.linear"] * 1.0 + extra) <= 1 / M.LINEAR_RECHECK_SPACING
+    assert t.choice == "F.linear" and t.switches == 0
 
 
-def test_tuner_keeps_its_choice_under_a_small_drift():
+def test_the_choice_follows_a_load_that_starts_after_it_was_made():
     t = M._LinearTuner()
-    feed_rounds(t, {"F.linear": 1.0, "one-thread": 1.8, "split": 2.0})
-    for _ in range(3 * M.LINEAR_RETUNE_GAP):
-        t.record(t.next_kernel(), 1.3)          # 30 % slower: a neighbour's traffic, not a busy core
-    assert t.choice == "F.linear" and t.tunings == 1
+    feed_rounds(t, {"F.linear": 1.0, "one-thread": 1.9, "split": 2.0})        # quiet: F.linear
+    busy = {"F.linear": 8.0, "one-thread": 2.0, "split": 12.0}                 # a core kept busy
+    before = t.n_rounds
+    while t.choice == "F.linear":
+        run_calls(t, busy, 1)
+    assert t.n_rounds - before == R // 2 + 1        # the median of the latest 7 flips after 4 rounds
+    assert t.choice == "one-thread" and t.switches == 1
+
+
+def test_a_first_choice_fooled_by_a_load_is_corrected_once_it_is_gone():
+    t = M._LinearTuner()
+    feed_rounds(t, {"F.linear": 30.0, "one-thread": 1.0, "split": 40.0})      # a burst through all 7
+    assert t.choice == "one-thread"
+    quiet = {"F.linear": 1.0, "one-thread": 2.0, "split": 2.1}
+    run_calls(t, quiet, 20_000)
+    assert t.choice == "F.linear" and t.switches == 1 and t.ratios["one-thread"] == pytest.approx(2.0)
 
 
 # --- ldf.linear end to end, with a fake clock ------------------------------------------------
@@ -183,7 +205,7 @@ def test_linear_times_the_candidates_on_first_use_and_keeps_the_winner(fake_cloc
             torch.testing.assert_close(ldf.linear(x, w, b), ref, rtol=1e-5, atol=1e-4)
         assert sorted(calls) == sorted(KERNELS * R)
         (c,) = ldf.linear_choice()
-        assert (c.n_rows, c.n_cols, c.rows, c.threads, c.kernel, c.tunings) == (517, 509, 1, 2, "split", 1)
+        assert (c.n_rows, c.n_cols, c.rows, c.threads, c.kernel, c.rounds, c.switches) == (517, 509, 1, 2, "split", R, 0)
         assert c.ratios == pytest.approx({"F.linear": 1.0, "one-thread": 1.6, "split": 0.5})
         del calls[:]
         for _ in range(5):
@@ -237,10 +259,12 @@ def test_a_kernel_can_be_forced_by_the_environment_or_a_context(fake_clock, monk
 
 
 def test_choices_describe_themselves_with_masked_measured_numbers():
-    c = ldf.LinearChoice(5632, 2048, 1, 2, "F.linear", {"F.linear": 1.0, "one-thread": 1.9, "split": 2.05}, 1)
+    c = ldf.LinearChoice(5632, 2048, 1, 2, "F.linear", {"F.linear": 1.0, "one-thread": 1.9, "split": 2.05}, 9, 0)
     assert c.describe() == ("W [5632 × 2048], 1 row, 2 threads: F.linear (time ÷ F.linear's: "
                             "one-thread 1.9 × (measured), split 2.05 × (measured))")
-    c = ldf.LinearChoice(256, 2048, 3, 2, None, {}, 0)
+    c = ldf.LinearChoice(5632, 2048, 1, 2, "one-thread", {"F.linear": 1.0, "one-thread": 0.5, "split": 2.05}, 30, 2)
+    assert c.describe().endswith("split 2.05 × (measured); changed 2× since first chosen)")
+    c = ldf.LinearChoice(256, 2048, 3, 2, None, {}, 2, 0)
     assert c.describe() == "W [256 × 2048], 3 rows, 2 threads: still timing"
 
 

@@ -90,13 +90,12 @@ LINEAR_KERNELS = ("F.linear", "one-thread", "split")
 LINEAR_TUNE_MIN_BYTES = 2**20
 LINEAR_TUNE_ROUNDS = 7      # interleaved rounds of every candidate per tuning: median of 7 ratios
 LINEAR_MARGIN = 0.05        # another kernel replaces F.linear only when ≥ 5 % faster (ratio ≤ 0.95)
-# Re-tune when the chosen kernel's median call time over LINEAR_WATCH_CALLS calls has moved by
-# LINEAR_DRIFT× either way (a program started or stopped on another core), at most once per
-# LINEAR_RETUNE_GAP calls.  One tuning costs R·(C−1) calls of the losing kernels (7 × 2 = 14, each
-# at most ~2× the winner's measured time): spread over ≥ 1,024 calls, under 1.5 % extra.
-LINEAR_DRIFT = 1.5
-LINEAR_WATCH_CALLS = 16
-LINEAR_RETUNE_GAP = 64 * LINEAR_WATCH_CALLS
+# After the first LINEAR_TUNE_ROUNDS rounds the shape keeps being timed: one more round whenever
+# the chosen kernel has run for LINEAR_RECHECK_SPACING× the time the last round took, so rounds
+# cost at most 1/50 = 2 % of the time spent in that shape.  The choice follows the median of the
+# latest 7 rounds: a load that started or stopped after the first choice (or fooled it by lasting
+# through the first rounds) changes it after 4 rounds.
+LINEAR_RECHECK_SPACING = 50
 
 
 def _kernel_f_linear(x2: torch.Tensor, weight: torch.Tensor, bias, P: int) -> torch.Tensor:
@@ -180,49 +179,50 @@ def choose_linear_kernel(rounds, *, reference: str = "F.linear", margin: float =
 
 
 class _LinearTuner:
-    """One projection shape's state: interleaved tuning rounds, then the chosen kernel, watched for
-    drift.  ``next_kernel()`` says which kernel the next call runs; ``record(name, seconds)``
-    takes its time (tests inject times here)."""
+    """One projection shape's timing state: rounds of every candidate, interleaved, the first
+    :data:`LINEAR_TUNE_ROUNDS` back to back, later ones spaced by :data:`LINEAR_RECHECK_SPACING`;
+    the choice is :func:`choose_linear_kernel` over the latest rounds.  ``next_kernel()`` says
+    which kernel the next call runs; ``record(name, seconds)`` takes its time (tests inject
+    times here)."""
 
     def __init__(self, candidates=LINEAR_KERNELS, rounds: int = LINEAR_TUNE_ROUNDS):
-        self.candidates, self.n_rounds = tuple(candidates), rounds
-        self.rounds: list[dict] = []
-        self.current: dict = {}
+        from collections import deque
+
+        self.candidates = tuple(candidates)
+        self.rounds = deque(maxlen=rounds)   # the latest completed rounds, {name: seconds}
+        self.current: dict | None = {}       # the round in progress (None: running the choice)
         self.choice: str | None = None
         self.ratios: dict = {}
-        self.chosen_s = math.nan   # the choice's median call time during its tuning (s)
-        self.watch: list[float] = []
-        self.calls_since_tuning = 0
-        self.tunings = 0
+        self.n_rounds = 0                    # rounds completed in all
+        self.switches = 0                    # changes of the choice after the first
+        self.spent = 0.0                     # seconds in the chosen kernel since the last round
+        self.round_s = 0.0                   # seconds the last round took
 
     def next_kernel(self) -> str:
-        if self.choice is not None:
-            return self.choice
-        k = len(self.rounds) % len(self.candidates)   # rotate the order: no kernel always runs first
+        if self.current is None:
+            if self.spent < LINEAR_RECHECK_SPACING * self.round_s:
+                return self.choice
+            self.current = {}                # time for another round
+        k = self.n_rounds % len(self.candidates)   # rotate the order: no kernel always runs first
         order = self.candidates[k:] + self.candidates[:k]
         return next(name for name in order if name not in self.current)
 
     def record(self, name: str, seconds: float) -> None:
-        import statistics
-
-        if self.choice is None:
-            self.current[name] = seconds
-            if len(self.current) == len(self.candidates):
-                self.rounds.append(self.current)
-                self.current = {}
-                if len(self.rounds) == self.n_rounds:
-                    self.choice, self.ratios = choose_linear_kernel(self.rounds)
-                    self.chosen_s = statistics.median(r[self.choice] for r in self.rounds)
-                    self.rounds, self.watch, self.calls_since_tuning = [], [], 0
-                    self.tunings += 1
+        if self.current is None:
+            self.spent += seconds
             return
-        self.calls_since_tuning += 1
-        self.watch.append(seconds)
-        if len(self.watch) == LINEAR_WATCH_CALLS:
-            drift = statistics.median(self.watch) / self.chosen_s
-            self.watch = []
-            if (drift >= LINEAR_DRIFT or drift <= 1 / LINEAR_DRIFT) and self.calls_since_tuning >= LINEAR_RETUNE_GAP:
-                self.choice = None   # conditions changed: time the candidates again
+        self.current[name] = seconds
+        if len(self.current) < len(self.candidates):
+            return
+        self.rounds.append(self.current)
+        self.n_rounds += 1
+        self.round_s, self.spent, self.current = math.fsum(self.current.values()), 0.0, None
+        if len(self.rounds) < self.rounds.maxlen:
+            self.current = {}                # the first rounds run back to back
+            return
+        choice, self.ratios = choose_linear_kernel(self.rounds)
+        self.switches += self.choice is not None and choice != self.choice
+        self.choice = choice
 
 
 _TUNERS: dict[tuple, _LinearTuner] = {}
@@ -240,9 +240,10 @@ class LinearChoice:
         threads: P, torch's intra-op threads when it was measured.
         kernel: the chosen name (one of :data:`LINEAR_KERNELS`), or ``None`` while the candidates
             are still being timed.
-        ratios: each candidate's median paired time ÷ F.linear's, from the latest tuning (``{}``
-            before the first completes); below 1 is faster.
-        tunings: tunings completed (more than 1 after a re-tune on drift).
+        ratios: each candidate's median paired time ÷ F.linear's over the latest
+            :data:`LINEAR_TUNE_ROUNDS` rounds (``{}`` before they are complete); below 1 is faster.
+        rounds: timing rounds run so far (the first ones back to back, then spaced).
+        switches: how often the choice changed after it was first made (the load changed).
     """
 
     n_rows: int
@@ -251,13 +252,14 @@ class LinearChoice:
     threads: int
     kernel: str | None
     ratios: dict
-    tunings: int
+    rounds: int
+    switches: int
 
     def describe(self) -> str:
         """One line: the shape, the choice and each other candidate's ratio (measured numbers
         through ``fmt_measured``, so saved notebook outputs mask them)."""
         others = ", ".join(f"{k} {fmt_measured(v, '×')}" for k, v in self.ratios.items() if k != "F.linear")
-        retuned = f"; re-timed {self.tunings - 1}× after a drift" if self.tunings > 1 else ""
+        retuned = f"; changed {self.switches}× since first chosen" if self.switches else ""
         return (f"W [{self.n_rows} × {self.n_cols}], {self.rows} row{'s' if self.rows > 1 else ''}, "
                 f"{self.threads} threads: {self.kernel or 'still timing'}"
                 + (f" (time ÷ F.linear's: {others}{retuned})" if others else ""))
@@ -267,7 +269,7 @@ def linear_choice() -> list[LinearChoice]:
     """What :func:`linear` has chosen so far in this process, one :class:`LinearChoice` per
     projection shape it has timed (sorted by N, K, M, P).  Shapes it does not time (forced,
     ineligible, or smaller than ``LINEAR_TUNE_MIN_BYTES``) are absent."""
-    return [LinearChoice(N, K, M, P, t.choice, dict(t.ratios), t.tunings)
+    return [LinearChoice(N, K, M, P, t.choice, dict(t.ratios), t.n_rounds, t.switches)
             for (N, K, M, P), t in sorted(_TUNERS.items())]
 
 
@@ -345,12 +347,18 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     * ``"one-thread"`` — ``F.linear`` on one thread: slower on a quiet machine, faster where
       another program keeps a core busy and a P-thread kernel waits for its slowest thread.
 
+    Measured and left out (2-core Intel Xeon VM, MKL): 4 or 8 blocks instead of P (within the
+    noise of P blocks); W pre-transposed for ``x @ Wᵀ``, or pre-packed by MKL
+    (``torch.ops.mkl._mkl_linear``) or oneDNN — from 25 % slower to 6 % faster than
+    ``F.linear``, for a second copy of every weight.
+
     On the first calls of each shape (N, K, M = rows of x, P) the candidates take turns in
     interleaved rounds, timed in place — each call streams its own weight, as a decode step does —
     and after :data:`LINEAR_TUNE_ROUNDS` rounds :func:`choose_linear_kernel` keeps ``F.linear``
     unless another kernel is at least :data:`LINEAR_MARGIN` faster by the median of the paired
-    ratios.  The choice holds for the process; if the chosen kernel's time later drifts by
-    :data:`LINEAR_DRIFT`× (load started or stopped), the shape is timed again.
+    ratios.  The shape keeps being timed in rounds spaced to cost at most 2 % of its time
+    (:data:`LINEAR_RECHECK_SPACING`), and the choice follows the latest rounds: a load that
+    starts or stops later (or lasted through the first rounds) changes it within a few rounds.
     :func:`linear_choice` reports the choices; :class:`linear_kernel` or ``LDF_LINEAR`` forces
     one.  GPUs, BF16/FP16, non-contiguous weights, a bias of another dtype and more rows always
     take ``F.linear``; one thread, fewer rows of W than threads and weights under

@@ -284,16 +284,23 @@ _FIGURES_JS = r"""() => Array.from(document.querySelectorAll('article img')).fil
 
 
 def _svg_text(src_path: pathlib.Path) -> tuple[float, float | None]:
-    """(viewBox width, smallest font size in viewBox units or None when text is outlined)."""
+    """(viewBox width, smallest text size in viewBox units, or None when text is outlined).
+
+    A <text> element's size is its largest: matplotlib's mathtext writes "10^{14}" as one <text>
+    whose exponent tspan is 0.7 of the base size, by design of TeX-style scripts."""
     text = src_path.read_text(encoding="utf-8", errors="replace")
     m = re.search(r'viewBox="[-0-9.e]+\s+[-0-9.e]+\s+([0-9.e]+)\s+[0-9.e]+"', text)
     vb = float(m.group(1)) if m else None
     if vb is None:
         m = re.search(r'<svg[^>]*\swidth="([0-9.]+)(?:pt|px)?"', text)
         vb = float(m.group(1)) if m else 0.0
-    sizes = [float(s) for s in re.findall(r"font-size:\s*([0-9.]+)(?:px)?", text)]
-    sizes += [float(s) for s in re.findall(r'font-size="([0-9.]+)(?:px)?"', text)]
-    return vb, (min(sizes) if sizes else None)
+    size = re.compile(r'font-size(?::\s*|=")([0-9.]+)')
+    bases = []
+    for block in re.findall(r"<text\b.*?</text>", text, re.S):
+        sizes = [float(x) for x in size.findall(block)]
+        if sizes:
+            bases.append(max(sizes))
+    return vb, (min(bases) if bases else None)
 
 
 def _figure_problems(rel: str, width: str, figures: list[dict]) -> list[str]:

@@ -37,7 +37,7 @@ __all__ = [
     "kv_read_over_steps", "activation_bytes", "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
     # FLOPs and step totals
     "matmul_params", "attention_flops_per_token", "decode_step_flops", "decode_step_bytes",
-    "prefill_flops", "prefill_bytes", "MLA_FORMS",
+    "prefill_flops", "prefill_bytes", "MLA_FORMS", "MAX_PARAM_COUNT",
 ]
 
 _EMBEDDING_MODES = ("rows", "table")
@@ -46,16 +46,60 @@ _EMBEDDING_MODES = ("rows", "table")
 MLA_FORMS = ("absorbed", "naive")
 
 
+#: The largest bare parameter count the calculators accept (``cfg`` given as a number): 1e18,
+#: a million times the largest published model (about 1e12 parameters, Kimi K2's 1.04e12), so
+#: that FLOP and byte counts built from it stay far inside a float's range.
+MAX_PARAM_COUNT = 1e18
+
+
+class _Overflow(ValueError):
+    """A count too large for a float (raised by :func:`_no_overflow`; a ValueError)."""
+
+
+def _short(v) -> str:
+    """``repr(v)``, but an int of more than 20 digits as ``~10**k``."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**20:
+        return f"{'-' if v < 0 else ''}~10**{len(str(abs(v))) - 1}"
+    return repr(v)
+
+
+def _no_overflow(*fields: str, finite: bool = True):
+    """Decorator: an ``OverflowError`` inside the calculator (an exact int count beyond a float's
+    range, e.g. ``batch=10**400``), or (with ``finite``) a float result that overflowed to
+    ``inf``, becomes a ValueError naming ``fields`` with their values.  The outermost decorated
+    calculator names its own parameters."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                out = fn(*args, **kwargs)
+                if not (finite and isinstance(out, float) and not math.isfinite(out)):
+                    return out
+            except (OverflowError, _Overflow):
+                pass
+            import inspect
+            try:
+                bound = inspect.signature(fn).bind(*args, **kwargs)
+                bound.apply_defaults()
+                shown = ", ".join(f"{f}={_short(bound.arguments[f])}" for f in fields)
+            except TypeError:
+                shown = ", ".join(fields)
+            raise _Overflow(f"{shown}: too large, the result overflows a float") from None
+        return wrapper
+    return deco
+
+
 def _cfg(cfg):
-    """A ModelConfig, a preset name, or a bare parameter count (int/float > 0)."""
+    """A ModelConfig, a preset name, or a bare parameter count (int/float in (0, MAX_PARAM_COUNT])."""
     if isinstance(cfg, ModelConfig):
         return cfg
     if isinstance(cfg, str):
         return model_config(cfg)
     if isinstance(cfg, (int, float)) and not isinstance(cfg, bool):
         require_positive("cfg (parameter count)", cfg, integer=False)
-        if not math.isfinite(cfg):
-            raise ValueError(f"cfg={cfg!r} is not allowed; a parameter count must be finite")
+        if not cfg <= MAX_PARAM_COUNT:
+            raise ValueError(f"cfg={cfg!r} is not allowed; a parameter count must be at most "
+                             f"MAX_PARAM_COUNT={MAX_PARAM_COUNT:g}")
         return cfg
     raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig, a preset name or a parameter count")
 
@@ -119,14 +163,21 @@ def expected_experts_hit(n_experts: int, k: int, n_tokens: int) -> float:
     are skewed, which hits fewer).
 
     Raises:
-        ValueError: non-positive sizes or ``k > n_experts``.
+        ValueError: ``n_experts``, ``k`` or ``n_tokens`` not a positive integer, ``n_experts``
+            more than :data:`~llm_dataflow.config.MAX_EXPERTS` (1,024, the bound of every
+            ModelConfig), ``k > n_experts``.
     """
+    from .config import MAX_EXPERTS
     require_positive("n_experts", n_experts)
+    if n_experts > MAX_EXPERTS:
+        raise ValueError(f"n_experts={n_experts} is not allowed; at most MAX_EXPERTS={MAX_EXPERTS}")
     require_positive("k", k)
     require_positive("n_tokens", n_tokens)
     if k > n_experts:
         raise ValueError(f"k={k} is more than n_experts={n_experts}")
-    return n_experts * (1 - (1 - k / n_experts) ** n_tokens)
+    # beyond a float's range the power is 0 (or 1 for a base of exactly 1): an infinite exponent
+    exponent = n_tokens if n_tokens <= 1e308 else math.inf
+    return n_experts * (1 - (1 - k / n_experts) ** exponent)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -145,6 +196,7 @@ def _weight_parts(cfg: ModelConfig, p: PrecisionPlan) -> tuple:
     return other, tuple(tables), experts
 
 
+@_no_overflow('n_tokens')
 def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | None = None, *,
                       embedding: str = "rows") -> float:
     """Bytes of weights one forward pass over ``n_tokens`` tokens must read from memory (B),
@@ -163,8 +215,11 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
     tensor list, so no scales and nothing kept in high precision).
 
     Raises:
-        ValueError: ``n_tokens`` < 1, unknown dtype/format or ``embedding``, a group size that
-            does not divide.
+        ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
+            (0, :data:`MAX_PARAM_COUNT`]; ``n_tokens`` < 1, unknown dtype/format or
+            ``embedding``, a group size that does not divide.
+            Counts (``n_tokens``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     cfg = _cfg(cfg)
     require_positive("n_tokens", n_tokens)
@@ -218,6 +273,7 @@ def _kv_token(cfg: ModelConfig, kvd: str) -> int:
     return int(kv_bytes_per_token(cfg, kvd))
 
 
+@_no_overflow('context_len', 'steps', 'batch')
 def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dtype="bf16") -> int:
     """KV bytes read by ``steps`` decode steps that start at ``context_len`` cached tokens (B):
     ``Σ_{i=1..steps} kv_bytes(cfg, context_len + i − 1, batch)``, in closed form per layer
@@ -226,6 +282,8 @@ def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dty
 
     Raises:
         ValueError: negative ``context_len`` or ``steps``, ``batch`` < 1, unknown dtype.
+            Counts (``context_len``, ``steps``, ``batch``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .kv import KV_DTYPES, kv_layer_bytes_per_token
     cfg = _model(cfg)
@@ -246,6 +304,7 @@ def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dty
     return batch * total
 
 
+@_no_overflow('tokens', 'logits_rows')
 def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows: int | None = None) -> int:
     """Modelled workspace peak of one forward pass over ``tokens`` tokens on one GPU (B).
 
@@ -260,6 +319,8 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
 
     Raises:
         ValueError: ``tokens`` < 1, ``tp`` < 1, unknown dtype.
+            Counts (``tokens``, ``logits_rows``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     cfg = _model(cfg)
     require_positive("tokens", tokens)
@@ -343,7 +404,8 @@ def matmul_params(cfg, *, active: bool = True) -> int:
     ``cfg`` may also be a bare parameter count: then every parameter is a matmul weight.
 
     Raises:
-        ValueError: bad ``cfg``.
+        ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
+            (0, :data:`MAX_PARAM_COUNT`].
     """
     cfg = _cfg(cfg)
     if not isinstance(cfg, ModelConfig):
@@ -439,7 +501,9 @@ def decode_step_flops(cfg, batch: int = 1, context_len: int = 0, *, mla: str = "
     ``2 · N · B`` (no attention, so ``context_len`` must be 0).
 
     Raises:
-        ValueError: ``batch`` < 1, ``context_len`` < 0, context with a bare count, unknown ``mla``.
+        ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
+            (0, :data:`MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, context with a
+            bare count, unknown ``mla``.
     """
     cfg = _cfg(cfg)
     require_positive("batch", batch)
@@ -450,6 +514,7 @@ def decode_step_flops(cfg, batch: int = 1, context_len: int = 0, *, mla: str = "
     return batch * (2 * matmul_params(cfg) + attention_flops_per_token(cfg, context_len + 1, mla=mla))
 
 
+@_no_overflow('batch', 'context_len')
 def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *,
                       kv_dtype: str | None = None, embedding: str = "rows") -> float:
     """Bytes one decode step must move between memory and the chip (lower bound).
@@ -466,7 +531,11 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *
     Not included: activations (a fused kernel keeps them on chip), logits, the token ids.
 
     Raises:
-        ValueError: ``batch`` < 1, ``context_len`` < 0, unknown dtype, context with a bare count.
+        ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
+            (0, :data:`MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, unknown dtype,
+            context with a bare count.
+            Counts (``batch``, ``context_len``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     cfg = _cfg(cfg)
     require_positive("batch", batch)
@@ -491,7 +560,8 @@ def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = Fa
     For a bare count ``N``: ``2 · N · T · B``.
 
     Raises:
-        ValueError: ``prompt_len`` or ``batch`` < 1, unknown ``mla``.
+        ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
+            (0, :data:`MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown ``mla``.
     """
     cfg = _cfg(cfg)
     require_positive("prompt_len", prompt_len)
@@ -504,6 +574,7 @@ def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = Fa
     return batch * (2 * body * prompt_len + 2 * head * t_out + _causal_attention_flops(cfg, prompt_len, mla))
 
 
+@_no_overflow('prompt_len', 'batch')
 def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
                   kv_dtype: str | None = None, embedding: str = "rows") -> float:
     """Bytes a prefill must move (lower bound): the weights read once (:func:`weight_bytes_read`
@@ -512,7 +583,10 @@ def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
     on chip), logits.
 
     Raises:
-        ValueError: ``prompt_len`` or ``batch`` < 1, unknown dtype.
+        ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
+            (0, :data:`MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown dtype.
+            Counts (``prompt_len``, ``batch``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     cfg = _cfg(cfg)
     require_positive("prompt_len", prompt_len)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .accounting import (_as_plan, _cfg, decode_step_bytes, decode_step_flops, prefill_bytes, prefill_flops,
-                         weight_bytes_read)
+from .accounting import (_as_plan, _cfg, _no_overflow, decode_step_bytes, decode_step_flops, prefill_bytes,
+                         prefill_flops, weight_bytes_read)
 from .hardware import HardwareSpec, hardware
 from .units import GB, check_dtype, require_nonnegative, require_positive
 
@@ -99,6 +99,7 @@ def _peak(hw, plan, compute_dtype: str | None) -> tuple[float, str]:
     return hw.flops(cd), cd
 
 
+@_no_overflow('batch', 'context_len')
 def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf16", *,
                        compute_dtype: str | None = None, kv_dtype: str | None = None,
                        embedding: str = "rows", mla: str = "absorbed") -> StepBounds:
@@ -116,6 +117,8 @@ def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf1
     Raises:
         ValueError: ``batch`` < 1, ``context_len`` < 0, unknown hardware/dtype, or a compute
             dtype with no peak FLOP/s on ``hw``.
+            Counts (``batch``, ``context_len``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     hw = _hw(hw)
     plan = _as_plan(dtype, kv_dtype)
@@ -126,6 +129,7 @@ def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf1
                       peak, hw.hbm_bandwidth)
 
 
+@_no_overflow('prompt_len', 'batch')
 def prefill_bounds(cfg, hw, prompt_len: int, batch: int = 1, dtype="bf16", *,
                    compute_dtype: str | None = None, kv_dtype: str | None = None,
                    embedding: str = "rows", all_logits: bool = False, mla: str = "naive") -> StepBounds:
@@ -138,6 +142,8 @@ def prefill_bounds(cfg, hw, prompt_len: int, batch: int = 1, dtype="bf16", *,
 
     Raises:
         ValueError: ``prompt_len`` or ``batch`` < 1, unknown hardware/dtype.
+            Counts (``prompt_len``, ``batch``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     hw = _hw(hw)
     plan = _as_plan(dtype, kv_dtype)
@@ -181,6 +187,7 @@ def prefill_lower_bound(cfg, hw, prompt_len: int, batch: int = 1, dtype: str = "
     return prefill_bounds(cfg, hw, prompt_len, batch, dtype, **kw).time_s
 
 
+@_no_overflow('context_len', 'max_batch', finite=False)   # math.inf: never compute-bound
 def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: int = 2**20,
                    compute_dtype: str | None = None, kv_dtype: str | None = None,
                    embedding: str = "rows", mla: str = "absorbed") -> float:
@@ -199,6 +206,8 @@ def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: in
 
     Raises:
         ValueError: ``context_len`` < 0, unknown hardware or dtype.
+            Counts (``context_len``, ``max_batch``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     require_positive("max_batch", max_batch)
     require_nonnegative("context_len", context_len)
@@ -248,6 +257,7 @@ def _calculator_args(model, batch, context):
     return cfg
 
 
+@_no_overflow('batch', 'context')
 def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM", dtype: str = "bf16",
                       batch: int = 1, context: int = 0) -> dict:
     """Everything chapter 05's calculator shows for one setting on one GPU, as a dict of named
@@ -264,6 +274,8 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
         ValueError: ``model`` neither a preset name nor a ModelConfig, unknown
             ``hardware_name``/``dtype``, ``batch`` not a positive integer, ``context`` not a
             non-negative integer (each message names the argument).
+            Counts (``batch``, ``context``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .fit import memory_fit
     model = _calculator_args(model, batch, context)
@@ -289,6 +301,7 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
     }
 
 
+@_no_overflow('batch', 'context')
 def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM", batch: int = 1,
                      context: int = 0) -> dict:
     """BF16 decode as the batch grows (a view of :mod:`llm_dataflow.accounting`): bytes per
@@ -299,6 +312,8 @@ def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM",
         ValueError: ``model`` neither a preset name nor a ModelConfig, unknown
             ``hardware_name``, ``batch`` not a positive integer, ``context`` not a non-negative
             integer (each message names the argument).
+            Counts (``batch``, ``context``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .fit import memory_fit
     model = _calculator_args(model, batch, context)

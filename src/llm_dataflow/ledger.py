@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .accounting import weight_bytes, weight_bytes_read
+from .accounting import _no_overflow, weight_bytes, weight_bytes_read
 from .config import ModelConfig
 from .hardware import HardwareSpec, hardware, link
 from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
@@ -60,6 +60,7 @@ class LedgerRow:
         return self.bytes_each * self.count
 
 
+@_no_overflow('prompt_len', 'output_len', 'batch')
 def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: int = 1, dtype="bf16",
                    kv_dtype: str | None = None, id_dtype: str = "int32") -> list[LedgerRow]:
     """The byte ledger of ``batch`` requests of ``prompt_len`` prompt tokens and ``output_len``
@@ -75,6 +76,8 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     Raises:
         ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``prompt_len``/
             ``output_len``/``batch`` not a positive integer, unknown dtypes.
+            Counts (``prompt_len``, ``output_len``, ``batch``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .accounting import _as_plan, _kv_token, _model, kv_bytes, kv_read_over_steps
 
@@ -213,6 +216,7 @@ def reader_tiers(dram_probe_bytes: int | None = None, show_progress: bool = Fals
     return tiers
 
 
+@_no_overflow('prompt_len', 'output_len', 'batch')
 def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len: int = 128, batch: int = 1,
                    dtype: str = "bf16", hardware: str = "H100-SXM") -> dict:
     """Calculator view of :func:`request_ledger` for a preset: GB per movement kind, the share
@@ -221,6 +225,8 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
 
     Raises:
         ValueError: as :func:`request_ledger`, or an unknown preset or hardware.
+            Counts (``prompt_len``, ``output_len``, ``batch``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .fit import memory_fit
     from .config import model_config

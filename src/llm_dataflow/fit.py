@@ -8,7 +8,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from .accounting import _as_plan, _kv_token, _model, _tensor_bytes, activation_bytes, kv_bytes
+from .accounting import _as_plan, _kv_token, _model, _no_overflow, _tensor_bytes, activation_bytes, kv_bytes
 from .config import ModelConfig, tensor_specs
 from .formats import PrecisionPlan
 from .units import GB, require_nonnegative, require_positive
@@ -186,6 +186,7 @@ class MemoryFit:
                 f"{gb(self.activations)} + reserve {gb(self.reserve)} = {gb(self.used)} > {gb(self.capacity)}")
 
 
+@_no_overflow('batch', 'context', 'prompt_len')
 def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, prompt_len: int | None = None,
                tp: int = 1, pp: int = 1, ep: int = 1, kv_dtype: str | None = None,
                reserve_fraction: float = RUNTIME_RESERVE_FRACTION) -> MemoryFit:
@@ -208,6 +209,8 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     Raises:
         ValueError: unknown model/hardware/dtype, a layout :func:`check_parallel` rejects,
             ``batch`` < 1, ``context`` < 0, ``reserve_fraction`` outside [0, 1).
+            Counts (``batch``, ``context``, ``prompt_len``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .hardware import HardwareSpec, hardware
     cfg = _model(cfg)

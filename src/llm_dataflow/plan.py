@@ -17,7 +17,7 @@ import math
 import os
 import sys
 
-from .accounting import _kv_token, kv_bytes, tp_bytes_per_token_per_layer, weight_bytes
+from .accounting import _kv_token, _no_overflow, kv_bytes, tp_bytes_per_token_per_layer, weight_bytes
 from .fit import _kv_heads_per_rank, check_parallel, memory_fit
 from .formats import WEIGHT_FORMATS, precision_plan
 from .config import MODEL_PRESETS, ModelConfig, model_config, param_count
@@ -60,6 +60,7 @@ def load_model_arg(arg: str) -> ModelConfig:
         raise ValueError(f"{path}: {e}") from None
 
 
+@_no_overflow('batch', 'context', 'prompt')
 def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1, context: int = 0,
                 prompt: int | None = None, weights: str = "bf16", kv: str | None = None) -> dict:
     """Everything ``plan`` prints, as a dict (bytes in B, times in s).
@@ -79,6 +80,8 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
             :data:`~llm_dataflow.hardware.HARDWARE`, unknown ``weights`` or ``kv``, a ``tp``
             :func:`check_parallel` rejects, ``batch`` not a positive integer, ``context`` or
             ``prompt`` not a non-negative integer (each message names the argument).
+            Counts (``batch``, ``context``, ``prompt``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .accounting import _model
     cfg = _model(cfg)

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from .collectives import CommCounter, collective_time, p2p_time
-from .accounting import ep_bytes_per_token, tp_bytes_per_token_per_layer, weight_bytes  # noqa: F401
+from .accounting import _no_overflow, ep_bytes_per_token, tp_bytes_per_token_per_layer, weight_bytes  # noqa: F401
 from .fit import check_parallel
 from .config import MAX_LAYERS, ModelConfig, model_config, param_count
 from .hardware import hardware as _hardware
@@ -512,6 +512,7 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: Comm
     return o
 
 
+@_no_overflow('batch', 'seq', 'n_kv_heads', 'head_dim', 'n_ranks')
 def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_dim: int, n_ranks: int,
                                   dtype: str = "bf16") -> float:
     """Bytes each rank sends in :func:`ring_attention` (per layer): N−1 K/V blocks of
@@ -520,6 +521,8 @@ def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_di
 
     Raises:
         ValueError: non-positive sizes or unknown dtype.
+            Counts (``batch``, ``seq``, ``n_kv_heads``, ``head_dim``, ``n_ranks``) so large
+            that a result overflows a float: a ValueError naming them.
     """
     for f, v in (("batch", batch), ("seq", seq), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
                  ("n_ranks", n_ranks)):
@@ -528,6 +531,7 @@ def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_di
 
 
 # --- topology and the communication-vs-compute calculator ---------------------------------------
+@_no_overflow('batch', 'context')
 def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM", tp: int = 8, pp: int = 1,
                        link: str = "NVLink4", batch: int = 1, dtype: str = "bf16", pp_link: str | None = None,
                        context: int = 0, algorithm: str = "ring") -> dict:
@@ -561,6 +565,8 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
     Raises:
         ValueError: unknown preset, a layout :func:`~llm_dataflow.accounting.check_parallel`
             rejects, ``batch`` not positive, ``context`` negative.
+            Counts (``batch``, ``context``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .accounting import _as_plan, _kv_token, decode_step_flops, kv_bytes, weight_bytes_read
     from .fit import _kv_heads_per_rank, memory_fit

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .accounting import _no_overflow
 from .config import ModelConfig, model_config
 from .units import GB, GiB, check_dtype, dtype_bits, require_nonnegative, require_positive
 
@@ -158,6 +159,7 @@ def kv_scale_bytes_per_tensor(cfg: ModelConfig, scale_dtype: str = "fp32") -> in
     return 2 * cfg.n_layers * dtype_bits(scale_dtype) // 8
 
 
+@_no_overflow('context', 'batch')
 def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_dtype: str = "bf16") -> dict:
     """A small table for the chapter-06 calculator widget (``ldf.calculator``).
 
@@ -168,6 +170,8 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
         ValueError: ``model`` neither a preset name nor a ModelConfig, ``context`` not a
             non-negative integer, ``batch`` not a positive integer, unknown ``kv_dtype``
             (each message names the argument).
+            Counts (``context``, ``batch``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     cfg = _check_cfg(model_config(model) if isinstance(model, str) else model, "model")
     require_nonnegative("context", context)

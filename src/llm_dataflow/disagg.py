@@ -30,6 +30,7 @@ import time
 
 import torch
 
+from .accounting import _no_overflow
 from .config import ModelConfig, model_config
 from .hardware import LINKS, HardwareSpec, _as_link, _hw
 from .kv import kv_cache_bytes
@@ -143,6 +144,7 @@ def run_disaggregated(cfg_name: str = "tiny-llama", prompt: list | None = None, 
             "kv_cache_bytes": kv_cache_bytes(cfg, len(prompt), 1, dtype), "prefill": r0, "decode": r1}
 
 
+@_no_overflow('prompt_len')
 def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dtype: str = "bf16", *,
                      tp: int = 1, nics: int | None = None) -> float:
     """Seconds to move one request's prompt KV cache over ``link_name`` from a prefill instance
@@ -170,6 +172,8 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
             preset, unknown ``dtype``, ``prompt_len`` not a positive integer, a TP degree the
             model does not allow, ``nics`` not a positive integer (each message names the
             argument).
+            Counts (``prompt_len``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .accounting import _model
     from .fit import check_parallel
@@ -185,6 +189,7 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
     return ln.latency_s + per_link / ln.bandwidth_per_direction
 
 
+@_no_overflow('prompt_len')
 def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf16",
                       hw: HardwareSpec | str = "H100-SXM", links: tuple | None = None, *, tp: int = 1) -> list:
     """One row per link: KV bytes, transfer time (s, :func:`kv_transfer_time` with one NIC per
@@ -199,6 +204,8 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
             preset name nor a HardwareSpec, ``links`` not a list or tuple of link preset names,
             unknown ``dtype``, ``prompt_len`` not a positive integer, a TP degree the model does
             not allow (each message names the argument).
+            Counts (``prompt_len``) so large that a result overflows a float: a
+            ValueError naming them.
     """
     from .accounting import _model, prefill_flops  # the one prefill FLOP count
     from .fit import check_parallel

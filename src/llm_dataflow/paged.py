@@ -490,7 +490,8 @@ def simulate_kv_memory(n_requests: int = 256, max_len: int = 2048, block_size: i
     Raises:
         ValueError: ``n_requests`` not a positive integer or more than :data:`MAX_SIM_REQUESTS`;
             ``max_len``, ``block_size`` or ``capacity_tokens`` not a positive integer;
-            ``mean_prompt`` or ``mean_output`` not a positive finite number.
+            ``mean_prompt`` or ``mean_output`` not a positive finite number; ``seed`` not an
+            integer.
     """
     require_positive("n_requests", n_requests)
     if n_requests > MAX_SIM_REQUESTS:
@@ -502,6 +503,8 @@ def simulate_kv_memory(n_requests: int = 256, max_len: int = 2048, block_size: i
     if capacity_tokens is None:
         capacity_tokens = max_len * n_requests // 16
     require_positive("capacity_tokens", capacity_tokens)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed={seed!r} is not allowed; it must be an integer")
     rng = random.Random(seed)
     sigma = 1.0
 

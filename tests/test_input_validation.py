@@ -134,7 +134,9 @@ def bad_numbers(x, path="result", depth=0):
         return []
     if isinstance(x, bool) or x is None or isinstance(x, str):
         return []
-    if isinstance(x, (int, float)):
+    if isinstance(x, int):   # exact, so finite however large (math.isfinite would overflow)
+        return [] if x >= 0 else [f"{path}={x!r}"]
+    if isinstance(x, float):
         return [] if (math.isfinite(x) and x >= 0) else [f"{path}={x!r}"]
     if isinstance(x, dict):
         return [b for k, v in x.items() for b in bad_numbers(v, f"{path}[{k!r}]", depth + 1)]
@@ -262,11 +264,7 @@ NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n 
 #: (hypothesis's shrunk examples).  Each input is checked first, so the xfail does not depend on
 #: the search finding it again; once the owner fixes the function, strict xfail fails the test
 #: until the entry is removed.
-_TINY = ldf.model_config("tiny-llama")
-KNOWN_FAILURES: dict[str, tuple[str, list]] = {
-    # the lead's modules (accounting, fit, kv, ledger, parallel, plan, published, roofline)
-    # other modules
-}
+KNOWN_FAILURES: dict[str, tuple[str, list]] = {}   # all 38 fixed (issue 16, kind 5)
 
 
 def _public_functions():
@@ -360,3 +358,36 @@ def test_issue_inputs():
     # huge γ where the answer is a closed form is fine; where it is a list of γ + 1 entries it is refused
     assert ldf.expected_tokens_per_step(0.5, 10**30) == 2.0
     assert ldf.acceptance_by_position([], 2) == [(0, 0, None), (0, 0, None)]   # untested: undefined, not NaN
+
+
+HUGE = 10**400   # an exact int no float can hold
+
+
+@pytest.mark.parametrize("fn,kwargs,field", [
+    (ldf.decode_step_bounds, {"cfg": "Llama-2-7B", "hw": "H100-SXM", "batch": HUGE}, "batch"),
+    (ldf.prefill_lower_bound, {"cfg": "DeepSeek-V3", "hw": "H100-SXM", "prompt_len": HUGE}, "prompt_len"),
+    (ldf.critical_batch, {"cfg": "Llama-2-7B", "hw": "H100-SXM", "context_len": HUGE}, "context_len"),
+    (ldf.activation_bytes, {"cfg": "Llama-2-7B", "tokens": HUGE}, "tokens"),
+    (ldf.decode_calculator, {"batch": HUGE}, "batch"),
+    (ldf.ledger_summary, {"prompt_len": HUGE}, "prompt_len"),
+    (ldf.memory_fit, {"cfg": "Llama-2-7B", "hw": "H100-SXM", "context": HUGE}, "context"),
+    (ldf.parallel_step_time, {"batch": HUGE}, "batch"),
+    (ldf.ring_attention_bytes_per_rank, {"batch": HUGE, "seq": 1, "n_kv_heads": 1, "head_dim": 1, "n_ranks": 2},
+     "batch"),
+    (ldf.kv_transfer_time, {"cfg": "Llama-2-7B", "prompt_len": HUGE, "link_name": "NVLink4"}, "prompt_len"),
+    (ldf.collective_time, {"op": "all_reduce", "nbytes": 1.0, "n_ranks": HUGE, "algorithm": "one_shot"}, "n_ranks"),
+    (ldf.p2p_time, {"nbytes": HUGE}, "nbytes"),
+    (ldf.decode_step_flops, {"cfg": 1e300}, "cfg"),
+])
+def test_counts_beyond_a_float(fn, kwargs, field):
+    """Exact ints beyond a float's range (or a bare parameter count above MAX_PARAM_COUNT) are
+    refused with a ValueError naming the argument, not an OverflowError from deep inside."""
+    outcome, err = bounded_call(fn, kwargs)
+    assert outcome == "ValueError" and field in str(err), (outcome, err)
+
+
+def test_huge_counts_that_have_an_answer():
+    # (1 − k/E)^n → 0: every expert is hit; an exact int count returns exactly
+    assert ldf.expected_experts_hit(8, 2, HUGE) == 8.0
+    assert ldf.attention_flops_per_token("tiny-llama", HUGE) > 0
+    assert ldf.valid_tp_degrees("Llama-3.1-70B", HUGE) == ldf.valid_tp_degrees("Llama-3.1-70B", 64)

@@ -70,6 +70,12 @@ def tail_waste(n_tokens: int, block_size: int) -> int:
     return blocks_needed(n_tokens, block_size) * block_size - n_tokens
 
 
+def _check_block_table(block_table) -> None:
+    if not isinstance(block_table, (list, tuple)) or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in block_table):
+        raise ValueError(f"block_table={block_table!r} is not allowed; give a list of non-negative block ids")
+
+
 def slot_of(block_table, position: int, block_size: int) -> tuple[int, int]:
     """``(physical block, offset)`` of logical ``position`` through ``block_table`` (a sequence of ints).
 
@@ -78,9 +84,7 @@ def slot_of(block_table, position: int, block_size: int) -> tuple[int, int]:
             ``block_size`` not a positive integer, ``position`` negative or past the table's
             ``len(block_table)·block_size`` slots.
     """
-    if not isinstance(block_table, (list, tuple)) or not all(
-            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in block_table):
-        raise ValueError(f"block_table={block_table!r} is not allowed; give a list of non-negative block ids")
+    _check_block_table(block_table)
     require_positive("block_size", block_size)
     require_nonnegative("position", position)
     i = position // block_size
@@ -97,8 +101,10 @@ def slot_mapping(block_table, positions, block_size: int) -> torch.Tensor:
     ``slot_mapping``).
 
     Raises:
-        ValueError: ``block_size < 1``, or a position negative or beyond the table.
+        ValueError: ``block_table`` not a list or tuple of non-negative block ids, ``block_size``
+            not a positive integer, or a position negative or beyond the table.
     """
+    _check_block_table(block_table)
     require_positive("block_size", block_size)
     positions = torch.as_tensor(positions, dtype=torch.int64)
     table = torch.as_tensor(list(block_table), dtype=torch.int64)

@@ -80,10 +80,11 @@ def norm_buffers(n_rows: int, d: int, residual: bool = True, dtype=torch.float32
     system mapping it in).
 
     Raises:
-        ValueError: non-positive sizes.
+        ValueError: ``n_rows`` or ``d`` not a positive integer, ``residual`` not a bool.
     """
     require_positive("n_rows", n_rows)
     require_positive("d", d)
+    _require_bool("residual", residual)
 
     def z(*shape):
         return torch.zeros(*shape, dtype=dtype, device=device)

@@ -68,7 +68,16 @@ def build_decoder(cfg: ModelConfig | str, seed: int = 0, dtype: torch.dtype = to
 
 
 def demo_inputs(vocab_size: int, batch: int, seq: int, seed: int = 1) -> torch.Tensor:
-    """Seeded token ids ``[B, T]`` (int64) shared by the ranks and the reference."""
+    """Seeded token ids ``[B, T]`` (int64) shared by the ranks and the reference.
+
+    Raises:
+        ValueError: ``vocab_size``, ``batch`` or ``seq`` not a positive integer, ``seed`` not an
+            integer.
+    """
+    for f, v in (("vocab_size", vocab_size), ("batch", batch), ("seq", seq)):
+        require_positive(f, v)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed={seed!r} is not allowed; it must be an integer")
     g = torch.Generator().manual_seed(seed)
     return torch.randint(vocab_size, (batch, seq), generator=g)
 

@@ -45,6 +45,8 @@ _TORCH = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 def _build(cfg_name: str, seed: int, dtype: str):
     from .model import Decoder
+    if not isinstance(dtype, str) or dtype not in _TORCH:
+        raise ValueError(f"dtype={dtype!r} is not allowed; allowed: {', '.join(_TORCH)}")
 
     torch.manual_seed(seed)  # both ranks build bit-identical weights from the seed
     return Decoder(model_config(cfg_name), dtype=_TORCH[dtype])
@@ -52,7 +54,11 @@ def _build(cfg_name: str, seed: int, dtype: str):
 
 @torch.inference_mode()
 def single_engine(cfg_name: str, seed: int, prompt: list, max_new_tokens: int, dtype: str = "fp32") -> list:
-    """The reference: one process, ``Decoder.generate`` of the seeded model → the new tokens (list)."""
+    """The reference: one process, ``Decoder.generate`` of the seeded model → the new tokens (list).
+
+    Raises:
+        ValueError: unknown preset ``cfg_name`` or ``dtype`` (allowed: fp32, bf16, fp16).
+    """
     model = _build(cfg_name, seed, dtype)
     ids = torch.tensor([prompt])
     return model.generate(ids, max_new_tokens)[0, len(prompt):].tolist()

@@ -90,7 +90,7 @@ class HardwareSpec:
         Raises:
             ValueError: ``dtype`` has no published peak on this part.
         """
-        if dtype not in self.peak_flops:
+        if not isinstance(dtype, str) or dtype not in self.peak_flops:
             raise ValueError(f"dtype={dtype!r} has no peak FLOP/s for {self.name}; "
                              f"allowed: {', '.join(self.peak_flops)}")
         return self.peak_flops[dtype]

@@ -30,7 +30,7 @@ from .units import require_nonnegative, require_positive
 
 __all__ = [
     "OutOfBlocksError", "BlockAllocator", "blocks_needed", "tail_waste", "slot_of", "slot_mapping",
-    "paged_attention", "PagedKVCache", "simulate_kv_memory", "MAX_SIM_REQUESTS", "PAGED_ATTENTION_PAPER_UTILISATION",
+    "paged_attention", "PagedKVCache", "simulate_kv_memory", "MAX_SIM_REQUESTS", "MAX_BLOCKS", "PAGED_ATTENTION_PAPER_UTILISATION",
     "PAGED_ATTENTION_PAPER_ORCA",
 ]
 
@@ -115,6 +115,13 @@ def slot_mapping(block_table, positions, block_size: int) -> torch.Tensor:
 
 
 # --- the allocator -----------------------------------------------------------------------------
+#: Most blocks a :class:`BlockAllocator` manages: 4,194,304, i.e. 67 million tokens at vLLM's
+#: default 16 tokens per block — more than eight H200s (8 × 141 GB) hold for a production model
+#: (Llama-3-8B stores 128 KiB of BF16 KV per token).  The allocator keeps two Python lists of
+#: that length.
+MAX_BLOCKS = 2**22
+
+
 class BlockAllocator:
     """Fixed-size block allocator with a free list and reference counts.
 
@@ -125,11 +132,14 @@ class BlockAllocator:
         ref: list of reference counts per physical block (0 = free).
 
     Raises:
-        ValueError: ``num_blocks`` or ``block_size`` not a positive integer.
+        ValueError: ``num_blocks`` or ``block_size`` not a positive integer, ``num_blocks`` more
+            than :data:`MAX_BLOCKS`.
     """
 
     def __init__(self, num_blocks: int, block_size: int):
         require_positive("num_blocks", num_blocks)
+        if num_blocks > MAX_BLOCKS:
+            raise ValueError(f"num_blocks={num_blocks} is not allowed; at most MAX_BLOCKS={MAX_BLOCKS:,}")
         require_positive("block_size", block_size)
         self.num_blocks, self.block_size = num_blocks, block_size
         self.ref = [0] * num_blocks
@@ -294,7 +304,8 @@ class PagedKVCache:
             may reach (default ``num_blocks·block_size``).  dtype, device: of the pool.
 
     Raises:
-        ValueError: non-positive sizes.  OutOfBlocksError (from ``update``/``fork``): pool exhausted.
+        ValueError: ``cfg`` not a ModelConfig, non-positive sizes, ``num_blocks`` more than
+            :data:`MAX_BLOCKS`.  OutOfBlocksError (from ``update``/``fork``): pool exhausted.
     """
 
     def __init__(self, cfg: ModelConfig, batch: int, num_blocks: int, block_size: int = 16,
@@ -302,6 +313,8 @@ class PagedKVCache:
         if _view is not None:
             self._st, self._r0, self.batch = _view
         else:
+            if not isinstance(cfg, ModelConfig):
+                raise ValueError(f"cfg={cfg!r} is not allowed; it must be a ModelConfig (see ldf.model_config)")
             require_positive("batch", batch)
             require_positive("num_blocks", num_blocks)
             require_positive("block_size", block_size)

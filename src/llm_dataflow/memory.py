@@ -188,7 +188,13 @@ def last_level_cache_bytes(caches: list[CacheLevel] | None = None) -> int:
 
     ``caches`` defaults to :func:`cache_levels` (this machine, as the OS reports it).  On a
     virtual machine that is the host's cache, shared with other guests (see the module docstring).
+
+    Raises:
+        ValueError: ``caches`` neither None nor a list of :class:`CacheLevel`.
     """
+    if caches is not None and (not isinstance(caches, (list, tuple))
+                               or not all(isinstance(c, CacheLevel) for c in caches)):
+        raise ValueError(f"caches={caches!r} is not allowed; give None or a list of CacheLevel")
     caches = cache_levels() if caches is None else caches
     levels = [c for c in caches if c.type != "Instruction"]
     if not levels:
@@ -213,15 +219,19 @@ def past_last_level_bytes(factor: float = 4.0, caches: list[CacheLevel] | None =
         minimum: bytes to return at least (covers an OS that reports no caches).
 
     Raises:
-        ValueError: ``factor`` not positive, ``minimum`` negative, or no cache is known and
-            ``minimum`` is 0.
+        ValueError: ``factor`` not a positive finite number (or ``factor × LLC`` beyond a float),
+            ``minimum`` not a non-negative integer, ``caches`` neither None nor a list of
+            :class:`CacheLevel`, or no cache is known and ``minimum`` is 0.
     """
-    if not isinstance(factor, (int, float)) or not factor > 0:
-        raise ValueError(f"factor={factor!r} is not allowed; it must be a positive number")
-    if not isinstance(minimum, int) or minimum < 0:
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
+        raise ValueError(f"factor={factor!r} is not allowed; it must be a positive finite number")
+    if isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 0:
         raise ValueError(f"minimum={minimum!r} is not allowed; it must be an integer >= 0 (bytes)")
     llc = last_level_cache_bytes(caches)
-    size = max(minimum, math.ceil(factor * llc / 64) * 64)
+    scaled = factor * llc / 64
+    if not math.isfinite(scaled):
+        raise ValueError(f"factor={factor!r} is not allowed: factor × LLC overflows a float")
+    size = max(minimum, math.ceil(scaled) * 64)
     if size == 0:
         raise ValueError("caches: the OS reports no cache sizes here; pass minimum= (bytes) to size "
                          "the measurement")

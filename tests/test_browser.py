@@ -386,7 +386,7 @@ def test_results_fit_at_desktop_width(browser, server, rel):
         _require(False, f"no built site at {SITE}")
     lay = _inspect(browser, server, rel, "desktop")["layout"]
     wide = [f"{s['what']}: {s['hidden']} px of {s['width'] + s['hidden']} px hidden"
-            for s in lay["scrolls"] if s["result"] and not s["code"]]
+            for s in lay["scrolls"] if s["result"] and not s["code"] and s["hidden"] > 6]   # > its padding
     assert not wide, f"{rel}: results that do not fit a 1280 px page's column:\n  " + "\n  ".join(wide)
 
 

@@ -190,6 +190,8 @@ def _record(res: ServeResult, rid: int, tok: int, now: float) -> None:
 
 
 def _new_result(policy, requests, clock):
+    if not isinstance(requests, (list, tuple)) or not all(isinstance(r, Request) for r in requests):
+        raise ValueError(f"requests={requests!r:.80} is not allowed; give a list of Request (see make_workload)")
     for r in requests:
         require_positive("output_len", r.output_len)
     res = ServeResult(policy, list(requests), measured=clock == "wall")
@@ -213,7 +215,8 @@ def serve_static(model, requests: list, max_batch: int = 8, clock="wall") -> Ser
         max_batch: rows of the batch (≥ 1).  clock: ``"wall"`` or a :class:`StepCost`.
 
     Raises:
-        ValueError: ``max_batch`` < 1, a bad ``clock`` or an ``output_len`` < 1.
+        ValueError: ``requests`` not a list of Request, ``max_batch`` < 1, a bad ``clock`` or an
+            ``output_len`` < 1.
     """
     res = _new_result("static", requests, clock)
     eng = _Engine(model, requests, max_batch, clock)
@@ -327,7 +330,14 @@ def serving_metrics(res: ServeResult) -> dict:
         dict with lists ``ttft_s``, ``itl_s``, ``tpot_s``, ``e2e_s`` (s), ``throughput_tok_s``
         (tokens/s), ``output_tokens`` and, for each list, ``<name>_p50`` / ``_p90`` / ``_p99``
         (nearest-rank percentiles) and ``<name>_mean``.
+
+    Raises:
+        ValueError: ``res`` not a :class:`ServeResult`, or one with no output token.
     """
+    if not isinstance(res, ServeResult):
+        raise ValueError(f"res={res!r:.80} is not allowed; give the ServeResult of serve_static/serve_continuous")
+    if not any(res.token_times.values()):
+        raise ValueError("res holds no output token; nothing to measure")
     arr = {r.rid: r.arrival_s for r in res.requests}
     ttft, itl, tpot, e2e = [], [], [], []
     for rid, ts in res.token_times.items():
@@ -356,8 +366,11 @@ def check_schedule(res: ServeResult) -> None:
     per request and not before its arrival.
 
     Raises:
+        ValueError: ``res`` not a :class:`ServeResult`.
         AssertionError: naming the first violated invariant.
     """
+    if not isinstance(res, ServeResult):
+        raise ValueError(f"res={res!r:.80} is not allowed; give the ServeResult of serve_static/serve_continuous")
     rids = [r.rid for r in res.requests]
     assert len(set(rids)) == len(rids), "duplicate request ids in the workload"
     assert set(res.tokens) == set(rids), "a request was lost or invented"

@@ -209,7 +209,7 @@ def _check_page(page) -> dict:
 # --- what one page looks like at one width -------------------------------------------------
 
 # Boxes whose content a reader needs; each must fit the column or scroll with the affordance.
-_LAYOUT_JS = r"""() => {
+_LAYOUT_JS = r"""(viewportWidth) => {
   const art = document.querySelector('article.bd-article') || document.querySelector('main');
   const cs = getComputedStyle(art), r = art.getBoundingClientRect();
   // the text column, with 6 px of slack (an inline code box's padding may reach into the margin)
@@ -275,7 +275,8 @@ _LAYOUT_JS = r"""() => {
     const lines = tops.filter((t, i) => i === 0 || t - tops[i - 1] > 4).length;   // one per line box
     if (lines >= words.length) squeezed.push(`${where(cell)}: ${words.length} words on ${lines} lines`);
   }
-  const page = document.scrollingElement.scrollWidth - window.innerWidth;
+  // against the configured width: a phone's visual viewport grows to fit a page that is too wide
+  const page = document.scrollingElement.scrollWidth - viewportWidth;
   return {cut, noCue, scrolls, squeezed, pageOverflow: page > 1 ? page : 0};
 }"""
 
@@ -345,7 +346,7 @@ def _inspect(browser, server, rel: str, width: str) -> dict:
             page.wait_for_function("() => document.documentElement.hasAttribute('data-ldf-scroll-marked')",
                                    timeout=TIMEOUT_MS)
             page.evaluate("() => new Promise(r => setTimeout(r, 250))")   # ldf.js re-marks after load
-            result["layout"] = page.evaluate(_LAYOUT_JS)
+            result["layout"] = page.evaluate(_LAYOUT_JS, WIDTHS[width])
             result["figures"] = _figure_problems(rel, width, page.evaluate(_FIGURES_JS))
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / f"{rel.replace('/', '__')}.{WIDTHS[width]}.png"), full_page=True)

@@ -200,6 +200,7 @@ def _open(lab: Lab, browser, name: str):
 
 def _wait_idle(page, timeout_s: float) -> None:
     """Kernel idle, no cell queued or running, for one second in a row."""
+    page.evaluate("() => { window.__ldfIdleSince = 0; }")
     page.wait_for_function("""() => {
         const st = document.querySelector('.jp-Notebook-ExecutionIndicator');
         const busy = Array.from(document.querySelectorAll('.jp-InputPrompt'))
@@ -220,11 +221,21 @@ def _menu(page, menu: str, item: str) -> None:
     page.locator(f".lm-Menu-item:has-text('{item}')").first.click()
 
 
+def _prompts(page) -> list[str]:
+    return page.eval_on_selector_all(".jp-CodeCell .jp-InputPrompt", "els => els.map(e => e.innerText.trim())")
+
+
 def _run_all(page) -> float:
     t0 = time.perf_counter()
+    before = _prompts(page)
     page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
     _menu(page, "Run", "Run All Cells")
-    page.wait_for_timeout(1000)
+    # started: a cell is queued or running, or the last cell has a new execution count
+    page.wait_for_function("""before => {
+        const now = Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
+            .map(e => e.innerText.trim());
+        return now.some(p => p.includes('*')) || now[now.length - 1] !== before[before.length - 1];
+    }""", arg=before, timeout=30_000, polling=100)
     _wait_idle(page, RUN_TIMEOUT_S)
     return time.perf_counter() - t0
 
@@ -312,8 +323,12 @@ def test_chapter_in_jupyterlab(lab, browser, name):
 
         # 2. Run All
         elapsed = _run_all(page)
-        errors = _outputs_text(page, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
-        assert not errors, f"{name}: error outputs after Run All: {[e[:300] for e in errors]}"
+        # JupyterLab shows an exception, and any warning, as a stderr output
+        errors = _outputs_text(page, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert not errors, f"{name}: errors or warnings after Run All: {[e[-600:] for e in errors]}"
+        prompts = _prompts(page)
+        unrun = [i for i, p in enumerate(prompts) if not re.fullmatch(r"\[\d+\]:", p)]
+        assert not unrun, f"{name}: Run All stopped: code cells {unrun} not run (prompts {prompts})"
         outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
         assert not re.search(r"\d+%\|", outs), f"{name}: a progress bar stayed at a percentage after the run"
         assert "Error displaying widget" not in outs

@@ -9,6 +9,8 @@ import llm_dataflow as ldf
 # present, and ignore a reader's own checkpoint folder (chapter 01) while checking them.
 os.environ["LDF_DEVICE"] = "cpu"
 os.environ.pop("LDF_CHECKPOINT_DIR", None)
+# calculators compute their whole static grid, as when the book is built (the saved outputs hold it)
+os.environ.setdefault("LDF_STATIC_VIEWS", "1")
 
 
 @pytest.fixture

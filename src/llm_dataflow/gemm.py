@@ -301,6 +301,8 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
             and verdicts instead.
     """
     require_positive("stages", stages)
+    if not isinstance(hw, (str, HardwareSpec)):
+        raise ValueError(f"hw={hw!r} is not allowed; give a hardware preset name or a HardwareSpec")
     spec = hardware(hw) if isinstance(hw, str) else hw
     t = gemm_traffic(M, N, K, block_m, block_n, block_k, dtype)
     # A part without a published peak for dtype (A100 has no FP8 tensor cores; B200's

@@ -665,9 +665,9 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
         ValueError: unknown model, format or hardware.
     """
     from .formats import WEIGHT_FORMATS, precision_plan
-    if fmt not in WEIGHT_FORMATS:
+    if not isinstance(fmt, str) or fmt not in WEIGHT_FORMATS:
         raise ValueError(f"fmt={fmt!r} is not allowed; allowed: {', '.join(WEIGHT_FORMATS)}")
-    if hw not in HARDWARE:
+    if not isinstance(hw, str) or hw not in HARDWARE:
         raise ValueError(f"hw={hw!r} is not a preset; allowed: {', '.join(HARDWARE)}")
     plan = precision_plan(fmt)
     cfg = model_config(model)

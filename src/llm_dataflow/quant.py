@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .formats import QuantSpec
+from .units import require_positive
 from .config import ModelConfig, tensor_specs
 from .units import dtype_bits
 
@@ -351,8 +352,10 @@ def quant_spec(scheme: str, group_size: int = 128) -> QuantSpec | None:
     Raises:
         ValueError: unknown scheme (allowed: :data:`QUANT_SCHEMES`) or a non-positive group size.
     """
-    if scheme not in QUANT_SCHEMES:
+    if not isinstance(scheme, str) or scheme not in QUANT_SCHEMES:
         raise ValueError(f"scheme={scheme!r} is not allowed; allowed: {', '.join(QUANT_SCHEMES)}")
+    if scheme != "bf16" and scheme != "int8 per-channel":
+        require_positive("group_size", group_size)
     return {"bf16": lambda: None, "int8 per-channel": QuantSpec.int8_per_channel,
             "int4 group-wise": lambda: QuantSpec.int4_groupwise(group_size),
             "fp8 block": lambda: QuantSpec.fp8_block(group_size)}[scheme]()
@@ -379,7 +382,10 @@ def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H1
     cfg = model_config(model)
     plan = precision_plan(weights)
     spec = plan.quant
-    nb = weight_bytes(cfg, plan)
+    try:
+        nb = weight_bytes(cfg, plan)
+    except ValueError as e:   # a group size that does not divide this model's input widths
+        raise ValueError(f"weights={weights!r} does not fit model={model!r}: {e}") from None
     quantised = [t for t in tensor_specs(cfg) if spec is not None and t.in_features is not None
                  and t.role not in spec.keep]
     n_q = sum(t.numel for t in quantised)

@@ -6,7 +6,7 @@ import llm_dataflow as ldf
 
 MODULES = ("units config hardware measure live ledger loading tokenization embedding model ops fusion offload "
            "gemm memory chips roofline kv flash paged collectives launch parallel quant batching speculative "
-           "disagg").split()
+           "disagg figures").split()
 
 
 def test_no_public_name_is_exported_twice():

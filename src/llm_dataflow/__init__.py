@@ -5,7 +5,7 @@ letters used in shapes); every module's ``__all__`` is re-exported here.
 """
 from . import (units, config, hf_config, formats, accounting, fit, hardware, measure, live, ledger, loading, tokenization, embedding,  # noqa: F401
                model, ops, fusion, offload, gemm, memory, chips, roofline, generate, kv, flash, paged,
-               collectives, launch, parallel, quant, batching, speculative, disagg, plan, published)
+               collectives, launch, parallel, quant, batching, speculative, disagg, plan, published, figures)
 from .units import *  # noqa: F401,F403
 from .config import *  # noqa: F401,F403
 from .hf_config import *  # noqa: F401,F403
@@ -40,5 +40,6 @@ from .speculative import *  # noqa: F401,F403
 from .disagg import *  # noqa: F401,F403
 from .plan import *  # noqa: F401,F403
 from .published import *  # noqa: F401,F403
+from .figures import *  # noqa: F401,F403
 
 __version__ = "0.1.0"

@@ -487,29 +487,34 @@ def dram_onset(points: list[MountainPoint], caches: list[CacheLevel], op: str = 
 def plot_mountain(points: list[MountainPoint], caches: list[CacheLevel] | None = None, ax=None,
                   title: str = ""):
     """Plot measured bandwidth (GB/s, median line, min–max band) vs working set (bytes) on log
-    axes, with a dashed vertical line at each data/unified cache size.  Returns the axes."""
+    axes, with a dashed vertical line at each data/unified cache size, named on the top edge
+    (above the data).  Text sizes and the figure size (6.4 in wide) come from the book's style
+    (:func:`llm_dataflow.figures.use_book_style`).  Returns the axes."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.6), dpi=90)
+        _, ax = plt.subplots()
     for op in dict.fromkeys(p.op for p in points):
         pts = [p for p in points if p.op == op]
         xs = [p.working_set_bytes for p in pts]
         ax.plot(xs, [p.bandwidth / 1e9 for p in pts], marker="o", ms=3, label=op)
         lo_hi = [p.bandwidth_range for p in pts]
         ax.fill_between(xs, [a / 1e9 for a, _ in lo_hi], [b / 1e9 for _, b in lo_hi], alpha=0.12)
-    for c in caches or []:
-        if c.type == "Instruction":
-            continue
-        ax.axvline(c.size_bytes, color="grey", ls="--", lw=1)
-        ax.text(c.size_bytes, 0.02, f" {c.name} {fmt_bytes(c.size_bytes, binary=True, digits=0)}",
-                transform=ax.get_xaxis_transform(), va="bottom", ha="right", fontsize=8, color="grey",
-                rotation=90)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    shown = [c for c in caches or [] if c.type != "Instruction"]
+    for c in shown:
+        ax.axvline(c.size_bytes, color="grey", ls="--", lw=1)
+    if shown:   # cache names on a top axis: outside the plot, never over a curve
+        top = ax.secondary_xaxis("top")
+        top.set_xticks([c.size_bytes for c in shown],
+                       [f"{c.name}\n{fmt_bytes(c.size_bytes, binary=True, digits=0)}" for c in shown])
+        top.xaxis.set_minor_locator(NullLocator())
+        top.tick_params(axis="x", length=0, colors="dimgrey")
     ax.set_xlabel("working set (bytes, log scale)")
-    ax.set_ylabel("bandwidth (GB/s, 1 GB = 1e9 B)")
+    ax.set_ylabel("bandwidth (GB/s)")
     ax.set_title(title or f"memory mountain ({points[0].device if points else ''})")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="best")   # the corner with the fewest points
     ax.grid(True, which="both", alpha=0.3)
     return ax

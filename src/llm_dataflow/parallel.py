@@ -349,25 +349,30 @@ def pipeline_bubble_fraction(n_stages: int, n_microbatches: int) -> float:
 
 def plot_pipeline_timeline(events: list[dict], ax=None, title: str = "", unit: str = "ms", scale: float = 1e3):
     """Gantt chart of pipeline ``events`` (as :func:`pipeline_forward` / :func:`pipeline_schedule`
-    return): one row per stage, one coloured bar per micro-batch; gaps are bubbles.
-    Returns the matplotlib ``Axes``."""
+    return): one row per stage, one coloured bar per micro-batch, numbered where the bar is wide
+    enough for its number (at least ~2.5 % of the time span per digit); gaps are bubbles.  Text
+    sizes come from the book's style (:func:`llm_dataflow.figures.use_book_style`); without
+    ``ax`` the figure is 6.4 in wide.  Returns the matplotlib ``Axes``."""
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 2))
-    cmap = plt.get_cmap("tab10")
     n_stages = 1 + max(e["stage"] for e in events)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 1.2 + 0.4 * n_stages))
+    cmap = plt.get_cmap("tab10")
+    span = max(e["end"] for e in events) - min(e["start"] for e in events)
     for e in events:
         ax.barh(e["stage"], (e["end"] - e["start"]) * scale, left=e["start"] * scale, height=0.7,
                 color=cmap(e["microbatch"] % 10), edgecolor="black", linewidth=0.5)
-        ax.text((e["start"] + e["end"]) / 2 * scale, e["stage"], str(e["microbatch"]), ha="center",
-                va="center", fontsize=7)
+        label = str(e["microbatch"])
+        # a digit at 11 pt is ~0.1 in: 2.5 % of a >= 4 in wide axes
+        if span > 0 and (e["end"] - e["start"]) / span >= 0.025 * len(label):
+            ax.text((e["start"] + e["end"]) / 2 * scale, e["stage"], label, ha="center", va="center")
     ax.set_yticks(range(n_stages))
     ax.set_yticklabels([f"stage {s}" for s in range(n_stages)])
     ax.invert_yaxis()
     ax.set_xlabel(f"time ({unit})")
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title)
     return ax
 
 
@@ -620,55 +625,79 @@ def plot_topology(ax=None):
     across nodes the path is GPU → PCIe switch → NIC → InfiniBand/RoCE fabric → NIC → GPU.
     With GPUDirect RDMA the NIC reads GPU memory directly (green); without it the data bounces
     through a buffer in host memory (red, dashed: two extra PCIe crossings and a staging copy).
-    Per-direction bandwidths come from :data:`~llm_dataflow.hardware.LINKS`.  Returns the Axes."""
+    Per-direction bandwidths come from :data:`~llm_dataflow.hardware.LINKS`.
+
+    Drawn in inches (data units = inches, equal aspect) for a 6.4 × 4.6 in axes, the size it
+    creates without ``ax``; its text sizes come from the book's style
+    (:func:`llm_dataflow.figures.use_book_style`).  Returns the Axes."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.patches import FancyBboxPatch
 
     from .hardware import link as _lk
 
+    W, H = 6.4, 4.5
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.2))
-    ax.set_xlim(0, 16)
-    ax.set_ylim(0, 8.4)
+        fig = plt.figure(figsize=(W, H))
+        ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, W)
+    ax.set_ylim(0, H)
+    ax.set_aspect("equal")
     ax.axis("off")
 
-    def box(x, y, w, h, text, color, fs=7):
-        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.05", fc=color, ec="black", lw=0.8))
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fs)
+    def box(x, y, w, h, text, color):
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02", fc=color, ec="black", lw=0.8))
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", linespacing=1.1)
 
-    def line(x0, y0, x1, y1, **kw):
-        ax.plot([x0, x1], [y0, y1], **{"color": "gray", "lw": 1.2, **kw})
+    def line(x0, y0, x1, y1, arrow=False, **kw):
+        kw = {"color": "gray", "lw": 1.2, **kw}
+        if arrow:
+            ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", **kw))
+        else:
+            ax.plot([x0, x1], [y0, y1], **kw)
 
     nv = _lk("NVLink4").bandwidth_per_direction
     pcie = _lk("PCIe-Gen5-x16").bandwidth_per_direction
     ib = _lk("InfiniBand-NDR").bandwidth_per_direction
-    for n, x0 in enumerate((0.3, 9.7)):
-        ax.add_patch(FancyBboxPatch((x0, 0.3), 6.0, 7.6, boxstyle="round,pad=0.1", fc="#f7f7f7", ec="gray"))
-        ax.text(x0 + 3.0, 7.6, f"node {n}", ha="center", fontsize=9, weight="bold")
-        box(x0 + 0.5, 6.0, 5.0, 0.8, f"NVSwitch  (NVLink4 {nv / 1e9:.0f} GB/s per direction per GPU)", "#cde7c8", 6.5)
+    node_w, gap = 2.55, 1.2                      # inches: two nodes, the fabric switch between
+    y_nic, y_pcie, y_gpu, y_nvs, bh = 0.8, 1.7, 2.55, 3.4, 0.5   # bottom of each row; box height
+    gpu_w, slot = 0.5, node_w / 4
+    rdma = dict(color="green", lw=2.5)
+    bounce = dict(color="red", lw=1.8, ls="--")
+    nodes = (0.02, 0.02 + node_w + gap)
+    for n, x0 in enumerate(nodes):
+        ax.add_patch(FancyBboxPatch((x0, y_nic - 0.15), node_w, 3.75, boxstyle="round,pad=0.02",
+                                    fc="#f7f7f7", ec="gray"))
+        ax.text(x0 + node_w / 2, 4.18, f"node {n}", ha="center", va="center", weight="bold")
+        box(x0 + 0.1, y_nvs, node_w - 0.2, bh, f"NVSwitch (NVLink4)\n{nv / 1e9:.0f} GB/s/dir per GPU", "#cde7c8")
+        pcie_mid = [x0 + node_w / 4, x0 + 3 * node_w / 4]
         for g in range(4):
-            gx = x0 + 0.4 + g * 1.4
-            box(gx, 4.2, 1.1, 1.0, f"GPU{4 * n + g}\nHBM", "#b9d3ee")
-            line(gx + 0.55, 5.2, gx + 0.55, 6.0, color="green", lw=2)
-            line(gx + 0.55, 4.2, x0 + 1.5 + (g // 2) * 3.0, 3.1)
+            gx = x0 + g * slot + slot / 2
+            box(gx - gpu_w / 2, y_gpu, gpu_w, bh, f"GPU\n{4 * n + g}", "#b9d3ee")
+            line(gx, y_gpu + bh, gx, y_nvs, color="tab:purple", lw=2)
+            style = rdma if (n, g) == (0, 3) else bounce if (n, g) == (0, 1) else {}
+            line(gx, y_gpu, pcie_mid[g // 2], y_pcie + bh, **style)
+        nic_side = 1 if n == 0 else 0                 # NICs face the fabric switch
         for p in range(2):
-            box(x0 + 0.6 + p * 3.0, 2.4, 1.8, 0.7, f"PCIe switch\nGen5 {pcie / 1e9:.0f} GB/s/dir", "#eeeeee", 6)
-            line(x0 + 1.5 + p * 3.0, 2.4, x0 + 1.5 + p * 3.0, 1.6)
-        nic_x, cpu_x = (3.4, 0.4) if n == 0 else (0.4, 3.4)  # NICs face the fabric switch
-        box(x0 + nic_x, 0.7, 2.4, 0.9, "NIC", "#fde4b0")
-        box(x0 + cpu_x, 0.7, 2.4, 0.9, "CPU + host memory\n(bounce buffer)", "#f4cccc")
-    box(6.8, 3.3, 2.4, 1.2, f"InfiniBand / RoCE\nswitch\n{ib / 1e9:.0f} GB/s per direction", "#fff2cc")
-    line(6.1, 1.15, 6.8, 3.6, color="darkorange", lw=2)
-    line(9.2, 3.6, 10.1, 1.15, color="darkorange", lw=2)
-    # GPUDirect RDMA: GPU3 → PCIe switch → NIC, host memory untouched
-    ax.annotate("", xy=(4.9, 1.6), xytext=(5.45, 4.2), arrowprops=dict(arrowstyle="->", color="green", lw=2))
-    ax.text(5.55, 3.3, "GPU-\nDirect\nRDMA", color="green", fontsize=6)
-    # without GPUDirect: GPU1 → host memory (bounce buffer) → NIC
-    ax.annotate("", xy=(1.6, 1.6), xytext=(2.65, 4.2),
-                arrowprops=dict(arrowstyle="->", color="red", lw=1.2, ls="--"))
-    ax.annotate("", xy=(3.7, 1.15), xytext=(3.1, 1.15),
-                arrowprops=dict(arrowstyle="->", color="red", lw=1.2, ls="--"))
-    ax.text(0.4, 3.3, "bounce via\nhost memory", color="red", fontsize=6)
+            box(pcie_mid[p] - node_w / 4 + 0.06, y_pcie, node_w / 2 - 0.12, bh,
+                f"PCIe switch\n{pcie / 1e9:.0f} GB/s/dir", "#eeeeee")
+            style = {} if n else (rdma if p == 1 else bounce)
+            line(pcie_mid[p], y_pcie, pcie_mid[p], y_nic + bh, arrow=bool(style), **style)
+            box(pcie_mid[p] - node_w / 4 + 0.06, y_nic, node_w / 2 - 0.12, bh,
+                "NIC" if p == nic_side else "CPU + host\nmemory", "#fde4b0" if p == nic_side else "#f4cccc")
+    # the staging copy: host memory → NIC (node 0)
+    line(nodes[0] + node_w / 2 - 0.06, y_nic + 0.12, nodes[0] + node_w / 2 + 0.06, y_nic + 0.12, arrow=True,
+         **{**bounce, "ls": "-"})
+    sx = nodes[0] + node_w + 0.08
+    box(sx, y_nic - 0.15, gap - 0.16, 0.8, f"IB / RoCE\nswitch\n{ib / 1e9:.0f} GB/s/dir", "#fff2cc")
+    line(nodes[0] + node_w - 0.06, y_nic + bh / 2, sx, y_nic + bh / 2, color="darkorange", lw=2)
+    line(sx + gap - 0.16, y_nic + bh / 2, nodes[1] + 0.06, y_nic + bh / 2, color="darkorange", lw=2)
+    ax.legend(handles=[Line2D([], [], label="GPUDirect RDMA path", **rdma),
+                       Line2D([], [], label="without it: via host memory", **bounce),
+                       Line2D([], [], color="tab:purple", lw=2, label="NVLink"),
+                       Line2D([], [], color="darkorange", lw=2, label="network (IB / RoCE)")],
+              loc="lower center", bbox_to_anchor=(W / 2, 0.0), bbox_transform=ax.transData, ncol=2,
+              frameon=False, borderaxespad=0.0, handlelength=1.8, columnspacing=1.2)
     return ax
 
 

@@ -558,11 +558,12 @@ def test_every_calculator_follows_its_controls(browser, server):
             page.wait_for_timeout(200)
             after = _shown(calc)
             try:
-                expected = {str(k): live._fmt(x) for k, x in fn(**params).items()}
+                expected = dict(live.calculator_rows(fn(**params)))   # names without unit, values with
             except Exception as e:   # the page shows the error the function raises
                 expected = {"error": f"{type(e).__name__}: {e}"}
             for k, val in controls.items():
-                assert after.get(f"{k} =") == live._fmt(params[k]), (fn_path, k, after)
+                # the readout beside a control: the value as the slider / dropdown labels it
+                assert after.get(f"{k} =") == live._label(params[k]), (fn_path, k, after)
             for k, text in expected.items():
                 assert after.get(k) == text, f"{fn_path} on {rel} at {params}: {k!r} shows {after.get(k)!r}, package {text!r}"
             if any(len(x) > 1 for x in controls.values()):

@@ -112,7 +112,10 @@ def test_fp4_formats_exact_bytes():
 def test_fp4_decode_on_b200():
     cfg = ldf.model_config("Llama-3-8B")
     b = ldf.decode_step_bounds(cfg, "B200", 1, 0, "fp4")
-    assert b.peak_flops == 9e15                      # B200 dense FP4
+    # the quantised linear layers run at B200's dense FP4 peak, the BF16 LM head and attention at BF16's
+    q = 2 * ldf.accounting._quantised_matmul_params(cfg, ldf.QuantSpec.nvfp4())
+    assert q == 2 * (ldf.matmul_params(cfg) - 128256 * 4096)
+    assert b.compute_s == pytest.approx(q / 9e15 + (b.flops - q) / 2.25e15, rel=1e-12)
     assert b.nbytes == ldf.decode_step_bytes(cfg, 1, 0, "nvfp4")
     assert ldf.decode_step_lower_bound("Llama-3-8B", "B200", 1, 0, "fp4") == b.time_s
     assert ldf.decode_calculator("Llama-3-8B", "B200", "fp4", 1, 0)["compute / KV dtype"] == "fp4 / bf16"

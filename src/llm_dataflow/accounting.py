@@ -427,6 +427,15 @@ def _matmul_params(cfg: ModelConfig, active: bool) -> int:
     return n
 
 
+@functools.lru_cache(maxsize=256)
+def _quantised_matmul_params(cfg: ModelConfig, quant: QuantSpec) -> int:
+    """Matmul weights one token multiplies in the *quantised* format (active experts only):
+    every linear weight whose role ``quant.keep`` does not keep in high precision."""
+    return sum(t.numel for t in tensor_specs(cfg)
+               if t.in_features is not None and t.role not in quant.keep
+               and not (t.role == "expert" and t.expert >= cfg.n_experts_per_token))
+
+
 def _attn_width(cfg: ModelConfig, mla: str) -> int:
     """``d_qk + d_v`` per head of the score and mix matmuls."""
     if mla not in MLA_FORMS:

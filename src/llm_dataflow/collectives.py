@@ -69,8 +69,9 @@ COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "b
 #:   vLLM's custom small-message all-reduce).
 #: * ``"nvls"`` — NVLink SHARP on NVSwitch (NCCL's default on H100 NVSwitch systems since 2.17):
 #:   the switch reduces, each GPU sends its buffer once and receives the result once —
-#:   ``nbytes`` each way per rank, 2 steps (NVIDIA NCCL 2.17 release notes; NVIDIA Technical
-#:   Blog, "Fast Multi-GPU collectives with NCCL").
+#:   ``nbytes`` each way per rank, 2 steps — an idealisation (multimem loads and multicast stores
+#:   move a little more); NCCL enables it from 2.17 and picks it per message size (NCCL 2.17
+#:   release notes; NCCL environment variables, ``NCCL_NVLS_ENABLE``).
 #: * ``"tree"`` — NCCL's double binary tree: reduce up and broadcast down two complementary
 #:   binary trees, pipelined: ``2⌈log2 N⌉`` steps and the ring's bytes (S. Jeaugey, "Massively
 #:   Scale Your Deep Learning Training with NCCL 2.4", NVIDIA Technical Blog 2019: logarithmic

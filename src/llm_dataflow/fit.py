@@ -13,12 +13,21 @@ from .config import ModelConfig, tensor_specs
 from .formats import PrecisionPlan
 from .units import GB, require_nonnegative, require_positive
 
-__all__ = ["check_parallel", "valid_tp_degrees", "MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION"]
+__all__ = ["check_parallel", "valid_tp_degrees", "MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION",
+           "MAX_BATCHED_TOKENS"]
 
-#: Share of a GPU's memory a serving engine leaves for its runtime by default: vLLM's
-#: ``gpu_memory_utilization`` defaults to 0.9 (vLLM docs, "Engine Arguments"), and the other
-#: 10 % holds the CUDA context, NCCL buffers, CUDA graphs and allocator slack.
+#: Share of a GPU's memory kept out of the plan for the runtime.  vLLM's ``gpu_memory_utilization``
+#: defaults to 0.9 (vLLM docs, "Engine Arguments"); inside that 0.9 vLLM fits weights, its
+#: profiled activation peak (communication buffers included) and the KV cache, so the other
+#: 10 % covers what is not profiled: the CUDA context, CUDA graphs, allocator fragmentation.
+#: (vLLM takes the share of the memory ``cudaMemGetInfo`` reports, a little more than the
+#: datasheet's GB on an H100; the book uses the datasheet figure.)
 RUNTIME_RESERVE_FRACTION = 0.10
+#: Tokens in the largest forward pass whose activations memory_fit sizes: vLLM's chunked prefill
+#: caps the tokens of one step at ``max_num_batched_tokens`` and profiles its activation peak at
+#: that size; 8,192 is its default for the API server on GPUs of 70 GiB or more
+#: (``vllm/engine/arg_utils.py``, ``get_batch_defaults``).
+MAX_BATCHED_TOKENS = 8192
 
 # =============================================================================================
 # parallel layout and memory fit
@@ -189,7 +198,8 @@ class MemoryFit:
 @_no_overflow('batch', 'context', 'prompt_len')
 def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, prompt_len: int | None = None,
                tp: int = 1, pp: int = 1, ep: int = 1, kv_dtype: str | None = None,
-               reserve_fraction: float = RUNTIME_RESERVE_FRACTION) -> MemoryFit:
+               reserve_fraction: float = RUNTIME_RESERVE_FRACTION,
+               max_batched_tokens: int = MAX_BATCHED_TOKENS) -> MemoryFit:
     """Memory needed on the busiest GPU of a ``tp × pp`` deployment against its capacity.
 
     * weights: each tensor's stored bytes (:func:`weight_bytes`' per-tensor count) split as
@@ -201,8 +211,10 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
       with balanced placement, so it changes no total here.
     * KV: ``batch`` sequences of ``context`` tokens in the plan's KV dtype, for this stage's
       layers, this rank's KV heads (MLA's latent on every rank).
-    * activations: :func:`activation_bytes` for the largest forward pass: a prefill of
-      ``batch × prompt_len`` tokens (default ``context``), or one decode step.
+    * activations: :func:`activation_bytes` for the largest forward pass: the prefill of
+      ``batch × prompt_len`` tokens (default ``context``) in chunks of at most
+      ``max_batched_tokens`` (:data:`MAX_BATCHED_TOKENS`, vLLM's chunked-prefill default), or one
+      decode step.
     * reserve: ``reserve_fraction`` of capacity (default 10 %, vLLM's default
       ``gpu_memory_utilization = 0.9``).
 
@@ -230,5 +242,7 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     kv = kv_bytes(cfg, context, batch, p) * layer_share * head_share
     per_tok = _kv_token(cfg, p.kv_dtype) * layer_share * head_share
     prompt = context if prompt_len is None else require_nonnegative("prompt_len", prompt_len)
-    act = activation_bytes(cfg, batch * max(prompt, 1), p, tp=tp, logits_rows=batch)
+    require_positive("max_batched_tokens", max_batched_tokens)
+    act = activation_bytes(cfg, max(min(batch * max(prompt, 1), max_batched_tokens), batch), p, tp=tp,
+                           logits_rows=batch)
     return MemoryFit(hw.memory_bytes, weights, kv, act, reserve_fraction * hw.memory_bytes, per_tok, tp, pp, ep)

@@ -72,7 +72,8 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, ``decode_step_s`` (lower
     bound on one GPU's share — the whole step at tp = 1), ``binds``, ``decode_tokens_per_s``,
     ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens; ``None`` at prompt 0),
-    ``critical_batch`` (``None`` when never compute-bound), ``tp_bytes_per_token`` (bytes handed to
+    ``critical_batch`` (of the whole model on one GPU, tp = 1; ``None`` when never compute-bound:
+    under TP the replicated KV or MLA latent lowers each rank's intensity), ``tp_bytes_per_token`` (bytes handed to
     all-reduce per token over all layers; 0 at tp = 1).
 
     Raises:
@@ -142,7 +143,8 @@ def _table(r: dict) -> str:
                           f"≤ {r['decode_tokens_per_s']:,.1f} tokens/s"),
         ("prefill ≥", "no prompt" if r["prefill_s"] is None else
          f"{fmt_si(r['prefill_s'], 's')} ({r['prefill_binds']}-bound)"),
-        ("critical batch", "never compute-bound" if r["critical_batch"] is None else f"{r['critical_batch']:,}"),
+        ("critical batch (tp = 1)", "never compute-bound" if r["critical_batch"] is None
+         else f"{r['critical_batch']:,} sequences on one GPU holding the whole model"),
         ("TP traffic per token", "none (tp = 1)" if not r["tp"] > 1 else f"{fmt_bytes(r['tp_bytes_per_token'])} "
                                  "handed to all-reduce over all layers"),
     ]

@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .accounting import (_as_plan, _cfg, _no_overflow, decode_step_bytes, decode_step_flops, prefill_bytes,
+from .accounting import (_as_plan, _cfg, _quantised_matmul_params, _no_overflow, decode_step_bytes, decode_step_flops, prefill_bytes,
                          prefill_flops, weight_bytes_read)
+from .config import ModelConfig
 from .hardware import HardwareSpec, hardware
 from .units import GB, check_dtype, require_nonnegative, require_positive
 
@@ -53,7 +54,8 @@ class StepBounds:
         memory_s: ``nbytes / bandwidth`` (s).
         tokens: tokens produced (decode: B) or processed (prefill: B·T).
         batch: B.
-        peak_flops: FLOP/s used.
+        peak_flops: the effective FLOP/s: ``flops / compute_s`` (one peak, or the mix of the
+            quantised format's and the activation dtype's peaks, see ``_compute_s``).
         bandwidth: B/s used.
     """
 
@@ -99,7 +101,24 @@ def _peak(hw, plan, compute_dtype: str | None) -> tuple[float, str]:
     return hw.flops(cd), cd
 
 
-@_no_overflow('batch', 'context_len')
+def _compute_s(cfg, hw, plan, compute_dtype: str | None, flops: float, linear_tokens: int) -> tuple[float, float]:
+    """``(seconds, effective FLOP/s)`` of ``flops`` on ``hw``.
+
+    With FP8/FP4 weights that run at their own peak (:meth:`PrecisionPlan.compute_dtype`), only
+    the quantised linear layers' FLOPs (``2 · linear_tokens`` per quantised weight) run there;
+    attention over the KV cache and the matmuls the format keeps in high precision (LM head,
+    router) run at the activation dtype's peak — FlashAttention-3 and FlashMLA compute
+    attention in BF16 unless an FP8 attention kernel is chosen.  An explicit ``compute_dtype``
+    prices every FLOP at its peak."""
+    peak, cd = _peak(hw, plan, compute_dtype)
+    act = plan.activation_dtype
+    if compute_dtype is not None or plan.quant is None or cd == act or not isinstance(cfg, ModelConfig):
+        return flops / peak, peak
+    q = 2 * linear_tokens * _quantised_matmul_params(cfg, plan.quant)
+    seconds = q / peak + (flops - q) / hw.flops(act)
+    return seconds, flops / seconds
+
+
 def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf16", *,
                        compute_dtype: str | None = None, kv_dtype: str | None = None,
                        embedding: str = "rows", mla: str = "absorbed") -> StepBounds:
@@ -122,10 +141,11 @@ def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf1
     """
     hw = _hw(hw)
     plan = _as_plan(dtype, kv_dtype)
+    cfg = _cfg(cfg)
     flops = decode_step_flops(cfg, batch, context_len, mla=mla)
     nbytes = decode_step_bytes(cfg, batch, context_len, plan, embedding=embedding)
-    peak, _ = _peak(hw, plan, compute_dtype)
-    return StepBounds("decode", flops, nbytes, flops / peak, nbytes / hw.hbm_bandwidth, batch, batch,
+    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch)
+    return StepBounds("decode", flops, nbytes, compute_s, nbytes / hw.hbm_bandwidth, batch, batch,
                       peak, hw.hbm_bandwidth)
 
 
@@ -147,10 +167,11 @@ def prefill_bounds(cfg, hw, prompt_len: int, batch: int = 1, dtype="bf16", *,
     """
     hw = _hw(hw)
     plan = _as_plan(dtype, kv_dtype)
+    cfg = _cfg(cfg)
     flops = prefill_flops(cfg, prompt_len, batch, all_logits=all_logits, mla=mla)
     nbytes = prefill_bytes(cfg, prompt_len, batch, plan, embedding=embedding)
-    peak, _ = _peak(hw, plan, compute_dtype)
-    return StepBounds("prefill", flops, nbytes, flops / peak, nbytes / hw.hbm_bandwidth,
+    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch * prompt_len)
+    return StepBounds("prefill", flops, nbytes, compute_s, nbytes / hw.hbm_bandwidth,
                       batch * prompt_len, batch, peak, hw.hbm_bandwidth)
 
 
@@ -213,16 +234,17 @@ def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: in
     require_nonnegative("context_len", context_len)
     hw, cfg = _hw(hw), _cfg(cfg)
     plan = _as_plan(dtype, kv_dtype)
-    peak, bw = _peak(hw, plan, compute_dtype)[0], hw.hbm_bandwidth
+    bw = hw.hbm_bandwidth
     # per-sequence terms, computed once: FLOPs f and KV bytes k are exactly linear in B
     # (decode_step_flops = B·f, decode_step_bytes = weights(B) + B·k); only the weights term
     # depends on B non-linearly (MoE experts touched, gathered embedding rows)
     f = decode_step_flops(cfg, 1, context_len, mla=mla)
+    c1 = _compute_s(cfg, hw, plan, compute_dtype, f, 1)[0]   # compute seconds per sequence (linear in B)
     k = (decode_step_bytes(cfg, 1, context_len, plan, embedding=embedding)
          - weight_bytes_read(cfg, plan, 1, embedding=embedding))
 
     def compute_bound(b):  # the test of StepBounds.bound, without recounting the model
-        return b * f / peak > (weight_bytes_read(cfg, plan, b, embedding=embedding) + b * k) / bw
+        return b * c1 > (weight_bytes_read(cfg, plan, b, embedding=embedding) + b * k) / bw
 
     if compute_bound(1):
         return 1

@@ -167,14 +167,15 @@ def test_appendix_numbers():
                              "mlperf41-h100x8-llama2-70b-99.9", "mlperf41-h200x8-llama2-70b-99",
                              "mlperf41-b200x1-llama2-70b-99", "deepseek-v3r1-decode-node",
                              "gptfast-llama2-70b-int8-tp8", "gptfast-llama2-70b-int4-tp8")] \
-        == [42, 41, 21, 27, 17, 19, 34, 22]
+        == [42, 43, 21, 27, 17, 23, 34, 22]
     assert round(100 * e["trtllm-h200-llama70b-tp2-bs512-128-2048"], 1) == 12.5
-    assert round(100 * e["deepseek-v3r1-prefill-node"], 1) == 14.5
-    assert by["deepseek-v3r1-decode-node"].binds == "memory"
+    assert round(100 * e["deepseek-v3r1-prefill-node"], 1) == 14.9
+    # the FP8 matmuls at the FP8 peak, MLA attention at the BF16 peak: compute sets the bound
+    assert by["deepseek-v3r1-decode-node"].binds == "compute"
     # ranges stated in the planning section and the summary
     ok = [r for r in ROWS if not r.known_gap]
     serving = [r.efficiency for r in ok if r.chapter == "08" and not r.id.startswith("gptfast")]
-    assert (round(100 * min(serving)), round(100 * max(serving))) == (12, 42)
+    assert (round(100 * min(serving)), round(100 * max(serving))) == (13, 43)
     single = [r.efficiency for r in ok if r.chapter == "05" and r.kind == "time"]
     assert (round(100 * min(single)), round(100 * max(single))) == (39, 69)
     tp = [e[i] for i in ("gptfast-llama2-7b-tp8", "gptfast-llama2-70b-tp2", "gptfast-llama2-70b-tp8",
@@ -192,7 +193,7 @@ def test_appendix_numbers():
     # exercise 2: TensorRT-LLM step at context 128, batch 512
     s16 = ldf.decode_step_bounds("Llama-2-70B", "H200", 512, 128, "fp8")
     s8 = ldf.decode_step_bounds("Llama-2-70B", "H200", 512, 128, ldf.precision_plan("fp8", kv="fp8"))
-    assert s16.bound == s8.bound == "compute" and round(s16.compute_s * 1e3, 1) == 35.6
+    assert s16.bound == s8.bound == "compute" and round(s16.compute_s * 1e3, 1) == 35.9
     assert (round(s16.memory_s * 1e3, 1), round(s8.memory_s * 1e3, 1)) == (18.9, 16.7)
     # exercise 3: largest algbw under the ring model (8 GPUs, NVLink 4, no latency)
     lk = dataclasses.replace(ldf.link("NVLink4"), latency_s=0.0)

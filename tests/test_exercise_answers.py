@@ -252,12 +252,14 @@ def test_ch08_solutions():
     w8a8, fp8 = ldf.precision_plan("int8", compute="int8"), ldf.precision_plan("fp8", compute="fp8")
     pre = {k: ldf.prefill_bounds("Llama-3-8B", "H100-SXM", 4096, 1, p).time_s for k, p in
            (("bf16", bf16), ("wo", wo), ("w8a8", w8a8), ("fp8", fp8))}
-    assert pre["wo"] == pre["bf16"] and round(pre["bf16"] / pre["w8a8"], 2) == round(pre["bf16"] / pre["fp8"], 2) == 2.0
+    # the linear layers at twice the BF16 peak; attention and the BF16 LM head at BF16's: about 1.9x
+    assert pre["wo"] == pre["bf16"] and round(pre["bf16"] / pre["w8a8"], 2) == round(pre["bf16"] / pre["fp8"], 2) == 1.87
+    assert round(pre["bf16"] * 1e3, 2) == 62.23 and round(pre["w8a8"] * 1e3, 2) == 33.34
     dec = {k: ldf.decode_step_bounds("Llama-3-8B", "H100-SXM", 1, 0, p).time_s for k, p in
            (("bf16", bf16), ("wo", wo), ("w8a8", w8a8))}
     assert dec["wo"] == dec["w8a8"] and 0.5 < dec["wo"] / dec["bf16"] < 0.55        # "nearly halves"
     cb = [ldf.critical_batch("Llama-3-8B", "H100-SXM", 0, p) for p in (bf16, wo, w8a8)]
-    assert cb == [297, 159, 318]
+    assert cb == [297, 159, 297]
     # exercise 1: (16 + 4)/g bits of overhead on 4 bits -> above 1 % below g = 500
     for g, above in ((256, True), (512, False)):
         bits = ldf.QuantSpec.int4_groupwise(g).tensor_bytes((4096, 4096), 4096) * 8 / 4096**2

@@ -91,11 +91,12 @@ LINEAR_TUNE_MIN_BYTES = 2**20
 LINEAR_TUNE_ROUNDS = 7      # interleaved rounds of every candidate per tuning: median of 7 ratios
 LINEAR_MARGIN = 0.05        # another kernel replaces F.linear only when ≥ 5 % faster (ratio ≤ 0.95)
 # After the first LINEAR_TUNE_ROUNDS rounds the shape keeps being timed: one more round whenever
-# the chosen kernel has run for LINEAR_RECHECK_SPACING× the time the last round took, so rounds
-# cost at most 1/50 = 2 % of the time spent in that shape.  The choice follows the median of the
-# latest 7 rounds: a load that started or stopped after the first choice (or fooled it by lasting
-# through the first rounds) changes it after 4 rounds.
-LINEAR_RECHECK_SPACING = 50
+# the chosen kernel has run for S× the time the last round took, so rounds cost at most 1/S of
+# the time spent in that shape.  S doubles after each round that agrees with the choice, from 25
+# up to 400 (0.25 %: what a steady machine pays), and falls back to 25 after a round that does
+# not (a load started or stopped, or the first rounds were fooled by one): the choice follows the
+# median of the latest 7 rounds, so it changes after 4 rounds that disagree.
+LINEAR_RECHECK_SPACING = (25, 400)
 
 
 def _kernel_f_linear(x2: torch.Tensor, weight: torch.Tensor, bias, P: int) -> torch.Tensor:
@@ -180,7 +181,7 @@ def choose_linear_kernel(rounds, *, reference: str = "F.linear", margin: float =
 
 class _LinearTuner:
     """One projection shape's timing state: rounds of every candidate, interleaved, the first
-    :data:`LINEAR_TUNE_ROUNDS` back to back, later ones spaced by :data:`LINEAR_RECHECK_SPACING`;
+    :data:`LINEAR_TUNE_ROUNDS` back to back, later ones spaced (:data:`LINEAR_RECHECK_SPACING`);
     the choice is :func:`choose_linear_kernel` over the latest rounds.  ``next_kernel()`` says
     which kernel the next call runs; ``record(name, seconds)`` takes its time (tests inject
     times here)."""
@@ -197,10 +198,11 @@ class _LinearTuner:
         self.switches = 0                    # changes of the choice after the first
         self.spent = 0.0                     # seconds in the chosen kernel since the last round
         self.round_s = 0.0                   # seconds the last round took
+        self.spacing = LINEAR_RECHECK_SPACING[0]
 
     def next_kernel(self) -> str:
         if self.current is None:
-            if self.spent < LINEAR_RECHECK_SPACING * self.round_s:
+            if self.spent < self.spacing * self.round_s:
                 return self.choice
             self.current = {}                # time for another round
         k = self.n_rounds % len(self.candidates)   # rotate the order: no kernel always runs first
@@ -220,6 +222,10 @@ class _LinearTuner:
         if len(self.rounds) < self.rounds.maxlen:
             self.current = {}                # the first rounds run back to back
             return
+        if self.choice is not None:          # a spaced round: back off while it agrees
+            agrees = choose_linear_kernel([self.rounds[-1]])[0] == self.choice
+            lo, hi = LINEAR_RECHECK_SPACING
+            self.spacing = min(2 * self.spacing, hi) if agrees else lo
         choice, self.ratios = choose_linear_kernel(self.rounds)
         self.switches += self.choice is not None and choice != self.choice
         self.choice = choice
@@ -356,9 +362,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     interleaved rounds, timed in place — each call streams its own weight, as a decode step does —
     and after :data:`LINEAR_TUNE_ROUNDS` rounds :func:`choose_linear_kernel` keeps ``F.linear``
     unless another kernel is at least :data:`LINEAR_MARGIN` faster by the median of the paired
-    ratios.  The shape keeps being timed in rounds spaced to cost at most 2 % of its time
-    (:data:`LINEAR_RECHECK_SPACING`), and the choice follows the latest rounds: a load that
-    starts or stops later (or lasted through the first rounds) changes it within a few rounds.
+    ratios.  The shape keeps being timed in rounds spaced to cost 0.25 % of its time on a
+    steady machine, and more often (up to 4 %) after a round that disagrees with the choice
+    (:data:`LINEAR_RECHECK_SPACING`); the choice follows the latest rounds, so a load that starts
+    or stops later (or lasted through the first rounds) changes it within a few rounds.
     :func:`linear_choice` reports the choices; :class:`linear_kernel` or ``LDF_LINEAR`` forces
     one.  GPUs, BF16/FP16, non-contiguous weights, a bias of another dtype and more rows always
     take ``F.linear``; one thread, fewer rows of W than threads and weights under

@@ -21,8 +21,8 @@ from .units import MiB, check_dtype, require_positive
 __all__ = ["device", "describe_device", "synchronize", "time_fn", "time_calls", "progress", "cpu_threads", "seed_all",
            "host_to_device_seconds", "torch_threads",
            # the measured roofline (chapter 05)
-           "MeasuredRoofline", "stream_bandwidth", "gemv_bandwidth", "gemv_bandwidths", "matmul_flops", "cpu_supports_bf16",
-           "measure_roofline", "best_time"]
+           "MeasuredRoofline", "stream_bandwidth", "gemv_bandwidth", "gemv_bandwidths", "matmul_flops",
+           "cpu_supports_bf16", "measure_roofline", "best_time"]
 
 
 def device(prefer: str | None = None) -> torch.device:

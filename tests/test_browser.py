@@ -37,11 +37,11 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import threading
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from _browsers import chromium, require
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
@@ -62,18 +62,8 @@ MAX_PAGE_MB = 4.0               # every byte fetched from an empty cache, MB = 1
 MAX_WIDGET_PAGE_MB = 7.0        # pages that render ipywidgets views (the 3.6 MB widget manager)
 
 
-def _require(condition: bool, why: str):
-    if not condition:
-        if os.environ.get("LDF_REQUIRE_SITE"):
-            pytest.fail(why + " (LDF_REQUIRE_SITE is set)")
-        pytest.skip(why)
-
-
-def _chromium() -> str | None:
-    for c in (os.environ.get("LDF_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
-        if c and pathlib.Path(c).is_file():
-            return c
-    return None
+_require = require      # skip, or fail under LDF_REQUIRE_SITE (tests/_browsers.py)
+_chromium = chromium
 
 
 def site_pages() -> list[str]:

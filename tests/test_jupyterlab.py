@@ -42,6 +42,7 @@ import time
 import urllib.request
 
 import pytest
+from _browsers import chromium, require
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "artifacts" / "jupyterlab"      # screenshots (gitignored): first open, after run, reopened
@@ -53,18 +54,8 @@ RUN_TIMEOUT_S = 180          # one chapter's Run All (each runs in < 60 s on 2 c
 RAW_MYST = re.compile(r":::\s*\{|```\s*\{|\{cite(:[a-z]+)?\}`|\{term\}`|\{numref\}`|\{ref\}`")
 
 
-def _require(condition: bool, why: str):
-    if not condition:
-        if os.environ.get("LDF_REQUIRE_SITE"):
-            pytest.fail(why + " (LDF_REQUIRE_SITE is set)")
-        pytest.skip(why)
-
-
-def _chromium() -> str | None:
-    for c in (os.environ.get("LDF_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
-        if c and pathlib.Path(c).is_file():
-            return c
-    return None
+_require = require      # skip, or fail under LDF_REQUIRE_SITE (tests/_browsers.py)
+_chromium = chromium
 
 
 SOURCE = pathlib.Path(os.environ.get("LDF_LAB_NOTEBOOKS", ROOT / "notebooks"))

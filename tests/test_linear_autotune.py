@@ -192,10 +192,10 @@ def fake_clock(monkeypatch):
     cost = {"F.linear": 1.0, "one-thread": 1.6, "split": 0.5}
     calls = []
     for name, fn in list(M._KERNELS.items()):
-        def timed(x2, w, b, P, name=name, fn=fn):
+        def timed(x, w, b, M, P, name=name, fn=fn):
             calls.append(name)
             clock.now += cost[name]
-            return fn(x2, w, b, P)
+            return fn(x, w, b, M, P)
         monkeypatch.setitem(M._KERNELS, name, timed)
     return cost, calls
 
@@ -263,6 +263,10 @@ def test_a_kernel_can_be_forced_by_the_environment_or_a_context(fake_clock, monk
             ldf.linear(x, w)
         assert [c.kernel for c in ldf.linear_choice()] == [None]
         monkeypatch.setenv("LDF_LINEAR", "fastest")
+        del calls[:]
+        ldf.linear(x, w)                             # read once: still "one-thread"
+        assert calls == ["one-thread"]
+        ldf.reset_linear_choice()                    # ... until a reset reads it again
         with pytest.raises(ValueError, match="LDF_LINEAR='fastest'"):
             ldf.linear(x, w)
     with pytest.raises(ValueError, match="name='bmm'"):

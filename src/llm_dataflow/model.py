@@ -99,23 +99,24 @@ LINEAR_MARGIN = 0.05        # another kernel replaces F.linear only when ≥ 5 %
 LINEAR_RECHECK_SPACING = (25, 400)
 
 
-def _kernel_f_linear(x2: torch.Tensor, weight: torch.Tensor, bias, P: int) -> torch.Tensor:
-    return F.linear(x2, weight, bias)
+# Each kernel takes x [..., K] with M = rows of x, W [N, K], bias [N] or None, P threads.
+def _kernel_f_linear(x: torch.Tensor, weight: torch.Tensor, bias, M: int, P: int) -> torch.Tensor:
+    return F.linear(x, weight, bias)
 
 
-def _kernel_one_thread(x2: torch.Tensor, weight: torch.Tensor, bias, P: int) -> torch.Tensor:
+def _kernel_one_thread(x: torch.Tensor, weight: torch.Tensor, bias, M: int, P: int) -> torch.Tensor:
     # with another program busy on a core, a P-thread kernel ends by waiting for its thread on that
     # core (up to a scheduler time slice, often milliseconds); one thread waits for nobody
     torch.set_num_threads(1)
     try:
-        return F.linear(x2, weight, bias)
+        return F.linear(x, weight, bias)
     finally:
         torch.set_num_threads(P)
 
 
-def _kernel_split(x2: torch.Tensor, weight: torch.Tensor, bias, P: int) -> torch.Tensor:
+def _kernel_split(x: torch.Tensor, weight: torch.Tensor, bias, M: int, P: int) -> torch.Tensor:
     N, K = weight.shape
-    M = x2.shape[0]
+    x2 = x.reshape(M, K)
     n = N // P
     # W stays the left operand in its stored row-major layout: block p computes W_p [n, K] @ xᵀ [K, M]
     blocks = torch.bmm(weight[:P * n].view(P, n, K), x2.t().expand(P, K, M))  # [P, n, M]
@@ -124,7 +125,7 @@ def _kernel_split(x2: torch.Tensor, weight: torch.Tensor, bias, P: int) -> torch
         y = torch.cat([y, F.linear(x2, weight[P * n:])], dim=1)
     if bias is not None:
         y = y + bias
-    return y
+    return y.reshape(*x.shape[:-1], N)
 
 
 _KERNELS = {"F.linear": _kernel_f_linear, "one-thread": _kernel_one_thread, "split": _kernel_split}
@@ -291,12 +292,22 @@ def _linear_forced(name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch
 
 
 def reset_linear_choice() -> None:
-    """Forget every choice: the next call of each shape times the candidates again."""
+    """Forget every choice: the next call of each shape times the candidates again, and the
+    environment variable ``LDF_LINEAR`` is read again."""
     _TUNERS.clear()
+    _ENV_KERNEL.clear()
+
+
+_ENV_KERNEL: list[str] = []   # LDF_LINEAR as read at the first call (reset_linear_choice re-reads it)
 
 
 def _forced_kernel() -> str | None:
-    name = _FORCED[-1] if _FORCED else os.environ.get("LDF_LINEAR", "auto")
+    if _FORCED:
+        name = _FORCED[-1]
+    else:
+        if not _ENV_KERNEL:   # os.environ costs ~1 µs a lookup: read once, not at every call
+            _ENV_KERNEL.append(os.environ.get("LDF_LINEAR", "auto"))
+        name = _ENV_KERNEL[0]
     if name == "auto":
         return None
     if name not in _KERNELS:
@@ -308,7 +319,8 @@ def _forced_kernel() -> str | None:
 class linear_kernel:
     """Context manager forcing :func:`linear`'s kernel: one of :data:`LINEAR_KERNELS`, or
     ``"auto"`` (measure and choose, the default).  Without it, the environment variable
-    ``LDF_LINEAR`` (same values) decides; the context manager wins over it.  For deterministic
+    ``LDF_LINEAR`` (same values; read at the first call, and again after
+    :func:`reset_linear_choice`) decides; the context manager wins over it.  For deterministic
     runs and tests, and to compare the kernels on a machine (chapter 05).  Process-wide, not
     per thread.
 
@@ -378,27 +390,26 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     N, K = weight.shape
     if x.shape[-1] != K:
         raise ValueError(f"x.shape[-1]={x.shape[-1]} must equal weight.shape[1]={K} (in_features)")
+    # (cheap checks first: this runs ~30 times per decode step, each check ~0.1 µs)
     M = x.numel() // K if K else 0
-    if (x.device.type != "cpu" or weight.dtype != torch.float32 or x.dtype != torch.float32
+    if (not x.is_cpu or x.dtype != torch.float32 or weight.dtype != torch.float32
             or not 0 < M <= SPLIT_MAX_ROWS or not weight.is_contiguous()
             or (bias is not None and bias.dtype != torch.float32)):
         return F.linear(x, weight, bias)
     P = torch.get_num_threads()
     name = _forced_kernel()
-    tuner = None
-    if name is None:
-        if P < 2 or N < P or N * K * 4 < LINEAR_TUNE_MIN_BYTES:
-            return F.linear(x, weight, bias)
-        tuner = _TUNERS.get((N, K, M, P))
-        if tuner is None:
-            tuner = _TUNERS[(N, K, M, P)] = _LinearTuner()
-        name = tuner.next_kernel()
-    x2 = x.reshape(M, K)
+    if name is not None:
+        return _KERNELS[name](x, weight, bias, M, P)
+    if P < 2 or N < P or N * K * 4 < LINEAR_TUNE_MIN_BYTES:
+        return F.linear(x, weight, bias)
+    tuner = _TUNERS.get((N, K, M, P))
+    if tuner is None:
+        tuner = _TUNERS[(N, K, M, P)] = _LinearTuner()
+    name = tuner.next_kernel()
     t0 = time.perf_counter()
-    y = _KERNELS[name](x2, weight, bias, P)
-    if tuner is not None:
-        tuner.record(name, time.perf_counter() - t0)
-    return y.reshape(*x.shape[:-1], N)
+    y = _KERNELS[name](x, weight, bias, M, P)
+    tuner.record(name, time.perf_counter() - t0)
+    return y
 
 
 class Linear(nn.Linear):

@@ -17,7 +17,7 @@ import torch
 from .accounting import decode_step_bytes, weight_bytes
 from .config import ModelConfig
 from .measure import _StreamKernel, _sync, _TORCH_DTYPES, best_time
-from .model import LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, linear_choice
+from .model import LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, SPLIT_MAX_ROWS, linear_choice
 from .units import MiB, require_nonnegative, require_positive
 
 __all__ = ["DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_peer_model",
@@ -388,13 +388,13 @@ def time_decode_step(model, cfg: ModelConfig, batch: int = 1, context_len: int =
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     tok = torch.randint(0, cfg.vocab_size, (batch, 1), generator=g).to(dev)
-    calls = LINEAR_TUNE_ROUNDS * len(LINEAR_KERNELS) + 2
-    warm = model.new_cache(batch, context_len + calls)   # a scratch cache for the warm-up steps
-    if context_len:
-        warm.advance(context_len)
-    model(tok, warm)
-    _finish_linear_tuning(model, batch, lambda: model(tok, warm))
-    del warm
+    if dev.type == "cpu" and batch <= SPLIT_MAX_ROWS:   # shapes ldf.linear may time its kernels on
+        warm = model.new_cache(batch, context_len + LINEAR_TUNE_ROUNDS * len(LINEAR_KERNELS) + 2)
+        if context_len:
+            warm.advance(context_len)                    # a scratch cache for the warm-up steps
+        model(tok, warm)
+        _finish_linear_tuning(model, batch, lambda: model(tok, warm))
+        del warm
     cache = model.new_cache(batch, context_len + repeat + 2)
     if context_len:
         cache.advance(context_len)

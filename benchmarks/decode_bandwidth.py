@@ -14,8 +14,8 @@ The bandwidth is measured *paired*: one STREAM copy and one triad pass right bef
 step, and both sides are throughput over their interleaved intervals (Σ bytes ÷ Σ time), so they
 see the same machine — on a shared machine the bandwidth other tenants leave drifts by 2× within
 seconds.  The stricter ratio, achieved ÷ the 90th percentile of single STREAM passes, is printed
-as well.  Run it on a quiet machine: a core busy elsewhere slows the split matrix-vector products
-most, because every block waits for its slowest thread.
+as well.  Run it on a quiet machine: a core busy elsewhere slows kernels on several threads most,
+because each waits for its slowest thread (``ldf.linear`` may then choose one thread).
 
 The ``transformers`` peer runs its projections through ``nn.Linear`` (``F.linear``), so the
 per-token ratio includes the kernel difference as well as the loop's.
@@ -117,7 +117,8 @@ def print_choices(model, threads: int) -> None:
     untimed = [n for shape, n in names.items()
                if not any((c.n_rows, c.n_cols) == shape and c.rows == 1 for c in ldf.linear_choice())]
     if untimed:
-        print(f"  {', '.join(untimed)}: F.linear (untimed: under {ldf.model.LINEAR_TUNE_MIN_BYTES:,} B or one thread)")
+        print(f"  {', '.join(untimed)}: F.linear, untimed (weights under "
+              f"{ldf.model.LINEAR_TUNE_MIN_BYTES:,} B, one thread, a GPU or not FP32)")
 
 
 def _run(args) -> int:

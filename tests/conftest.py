@@ -18,3 +18,15 @@ def one_thread():
     """Run a test with one torch thread: on tiny tensors, thread start-up costs more than the work."""
     with ldf.torch_threads(1):
         yield
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Report the Chinese edition's translation coverage (tests/test_i18n.py) in every run."""
+    try:
+        from test_i18n import i18n_report_key
+    except ImportError:
+        return
+    report = config.stash.get(i18n_report_key, None)
+    if report:
+        terminalreporter.write_sep("-", "translation coverage")
+        terminalreporter.write_line(report)

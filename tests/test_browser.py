@@ -70,7 +70,7 @@ def site_pages() -> list[str]:
     if not SITE.is_dir():
         return []
     return sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html")
-                  if p.relative_to(SITE).parts[0] not in NOT_PAGES
+                  if not set(p.relative_to(SITE).parts) & set(NOT_PAGES)   # also under zh_CN/
                   and p.name not in ("genindex.html", "search.html", "index.html"))
 
 
@@ -253,7 +253,10 @@ _LAYOUT_JS = r"""(viewportWidth) => {
   }
   // a table column squeezed to one word per line
   for (const cell of art.querySelectorAll('td, th')) {
-    const words = (cell.textContent || '').trim().split(/\s+/).filter(w => w.length > 1)
+    // Chinese breaks between any two characters; a Chinese word is about two characters
+    const words = (cell.textContent || '').trim().split(/\s+/).flatMap(w => {
+        const cjk = (w.match(/[\u3000-\u9fff\uff00-\uffef]/g) || []).length;
+        return cjk ? Array(Math.ceil(cjk / 2)).fill(w) : (w.length > 1 ? [w] : []); })
       .concat(Array.from(cell.querySelectorAll('mjx-container')));   // a formula counts as a word
     if (words.length < 4 || !cell.getClientRects().length) continue;
     const tops = [], walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
@@ -389,6 +392,45 @@ def test_figures_sharp_and_legible(browser, server, rel, width):
     assert not problems, f"{rel}:\n  " + "\n  ".join(problems)
 
 
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_language_switch(browser, server, width):
+    """Every page of each edition links to the same page of the other; on a chapter page the
+    switch is visible at both widths, opens the other edition's page (lang attribute, translated
+    title) and leads back."""
+    en, zh = _edition_pages("en"), _edition_pages("zh_CN")
+    _require(bool(zh), f"no 简体中文 edition under {SITE}/zh_CN (bash tools/build_book.sh)")
+    assert sorted(p[len("zh_CN/"):] for p in zh) == sorted(en)
+    for rel in en + zh:
+        text = (SITE / rel).read_text(encoding="utf-8")
+        m = re.search(r'<a class="btn ldf-language" href="([^"]+)"', text)
+        assert m, f"{rel}: no language switch"
+        target = (SITE / rel).parent / m.group(1)
+        other = rel[len("zh_CN/"):] if rel.startswith("zh_CN/") else "zh_CN/" + rel
+        assert target.resolve() == (SITE / other).resolve(), (rel, m.group(1))
+    chapter = next(p for p in en if p.startswith("notebooks/"))
+    v = Visit(browser, server, WIDTHS[width])
+    try:
+        page = v.open(chapter)
+        en_title = page.locator("article h1").first.inner_text()
+        switch = page.locator("a.ldf-language")
+        assert switch.count() == 1 and switch.is_visible(), f"switch not visible at {width}"
+        with page.expect_navigation(timeout=TIMEOUT_MS):
+            switch.click()
+        assert page.url.endswith("zh_CN/" + chapter), page.url
+        assert page.locator("html").get_attribute("lang") == "zh-CN"
+        zh_title = page.locator("article h1").first.inner_text()
+        assert zh_title != en_title and re.search(r"[\u4e00-\u9fff]", zh_title), zh_title
+        back = page.locator("a.ldf-language")
+        assert back.is_visible()
+        with page.expect_navigation(timeout=TIMEOUT_MS):
+            back.click()
+        assert page.url.endswith("/" + chapter) and "zh_CN" not in page.url, page.url
+        assert not v.errors and not v.external, (v.errors, v.external)
+        page.screenshot(path=str(SHOTS / f"language-switch-{width}.png")) if SHOTS.is_dir() else None
+    finally:
+        v.close()
+
+
 def test_phone_navigation(browser, server):
     """At 390 px: the "toggle primary sidebar" button opens the drawer, a chapter link in it
     opens that chapter; the "on this page" button opens the page's contents; the intro's chapter
@@ -482,10 +524,32 @@ def _specs(rel: str) -> list[dict]:
             for m in re.finditer(r"spec = (\{.*?\});\n", text, re.S)]
 
 
-def _calculators() -> dict[str, tuple[str, int]]:
-    """{package function: (first page showing it, its index on the page)}."""
+# The editions: (code, folder of its pages under the site root); book/_ext/ldf_i18n.py.
+EDITIONS = {"en": "", "zh_CN": "zh_CN/"}
+
+
+def _edition_pages(code: str) -> list[str]:
+    prefix = EDITIONS[code]
+    others = tuple(f for c, f in EDITIONS.items() if f and c != code)
+    return [p for p in site_pages() if p.startswith(prefix) and not p.startswith(others)]
+
+
+def _translator(rel: str):
+    """The page's catalog as a function (identity on English pages and for untranslated text)."""
+    code = next((c for c, f in EDITIONS.items() if f and rel.startswith(f)), "en")
+    if code == "en":
+        return lambda s: s
+    from babel.messages.pofile import read_po
+    po = ROOT / "locale" / code / "LC_MESSAGES" / (rel[len(EDITIONS[code]):-len(".html")] + ".po")
+    with open(po, "rb") as f:
+        table = {m.id: m.string for m in read_po(f) if m.id and m.string and not m.fuzzy}
+    return lambda s: table.get(s, s)
+
+
+def _calculators(code: str = "en") -> dict[str, tuple[str, int]]:
+    """{package function: (first page of edition ``code`` showing it, its index on the page)}."""
     found: dict[str, tuple[str, int]] = {}
-    for rel in site_pages():
+    for rel in _edition_pages(code):
         for i, spec in enumerate(_specs(rel)):
             found.setdefault(spec.get("usermeta", {}).get("fn", ""), (rel, i))
     return found
@@ -513,11 +577,13 @@ def _shown(calc) -> dict:
         return out; }""")
 
 
-def test_every_calculator_follows_its_controls(browser, server):
-    """Move every control of one calculator per package function; the page shows fn's values."""
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_every_calculator_follows_its_controls(browser, server, edition):
+    """Move every control of one calculator per package function; the page shows fn's values
+    (under the edition's translated labels)."""
     from llm_dataflow import live
 
-    calcs = _calculators()
+    calcs = _calculators(edition)
     if not calcs:
         pytest.skip("no calculator on any built page")
     checked = 0
@@ -525,6 +591,7 @@ def test_every_calculator_follows_its_controls(browser, server):
         fn = _package_function(fn_path)
         if fn is None:
             continue   # not an importable package function (notebooks define none)
+        tr = _translator(rel)
         v = Visit(browser, server)
         try:
             page = v.open(rel)
@@ -553,9 +620,9 @@ def test_every_calculator_follows_its_controls(browser, server):
                 expected = {"error": f"{type(e).__name__}: {e}"}
             for k, val in controls.items():
                 # the readout beside a control: the value as the slider / dropdown labels it
-                assert after.get(f"{k} =") == live._label(params[k]), (fn_path, k, after)
+                assert after.get(f"{tr(k)} =") == live._label(params[k]), (fn_path, k, after)
             for k, text in expected.items():
-                assert after.get(k) == text, f"{fn_path} on {rel} at {params}: {k!r} shows {after.get(k)!r}, package {text!r}"
+                assert after.get(tr(k)) == text, f"{fn_path} on {rel} at {params}: {k!r} shows {after.get(tr(k))!r}, package {text!r}"
             if any(len(x) > 1 for x in controls.values()):
                 assert after != before, f"{fn_path}: moving the controls changed nothing"
             assert not v.errors, v.errors
@@ -599,6 +666,11 @@ def test_search_and_launch_buttons(browser, server):
         page = v.open("search.html?q=prefill")
         page.wait_for_selector("#search-results li, ul.search li", timeout=TIMEOUT_MS)
         assert page.locator("ul.search li").count() >= 1
+        if (SITE / "zh_CN" / "search.html").is_file():
+            # the Chinese index is split into words by jieba (requirements.txt)
+            page = v.open("zh_CN/search.html?q=%E7%BC%93%E5%AD%98")   # 缓存, "cache"
+            page.wait_for_selector("ul.search li", timeout=TIMEOUT_MS)
+            assert page.locator("ul.search li").count() >= 1
         nb = [p for p in site_pages() if p.startswith("notebooks/")]
         if nb:
             page = v.open(nb[0])

@@ -33,7 +33,7 @@ def _site() -> pathlib.Path:
 
 def pages(site: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in site.rglob("*.html")
-                  if p.relative_to(site).parts[0] not in NOT_PAGES)
+                  if not set(p.relative_to(site).parts) & set(NOT_PAGES))   # also under zh_CN/
 
 
 def is_external(url: str) -> bool:
@@ -147,8 +147,8 @@ def test_every_page_has_the_favicon():
     assert (site / "favicon.ico").is_file(), "no favicon.ico at the site root (browsers ask for it)"
     missing = []
     for page in pages(site):
-        if page.name == "index.html" and page.parent == site:
-            continue   # Jupyter Book's redirect to the first page
+        if page.name == "index.html" and page.parent in (site, site / "zh_CN"):
+            continue   # Jupyter Book's redirect to the first page (of each edition)
         icons = [u for k, u in loaded_urls(page.read_text(encoding="utf-8")) if "icon" in k.split()]
         if not icons or not (page.parent / unquote(urlsplit(icons[0]).path)).is_file():
             missing.append(str(page.relative_to(site)))

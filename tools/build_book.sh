@@ -13,6 +13,9 @@
 # 2. Without npm (and without a previous web/dist/_vendor): the book still builds, with CDN URLs,
 #    and this script prints one warning line saying the pages will need the internet.
 # 3. jupyter-book build . --all -W --keep-going   (warnings fail the build).
+# 4. The 简体中文 edition from the same sources: _config.yml with locale/zh_CN/_config.yml merged
+#    over it (language zh_CN; Sphinx translates through locale/zh_CN/LC_MESSAGES/*.po), built the
+#    same way into _build/html/zh_CN/ (book/_ext/ldf_i18n.py links each page to its translation).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -49,5 +52,26 @@ else
 fi
 
 # A clean output folder: files of an earlier build (or an earlier layout of _vendor/) do not linger.
-rm -rf "$ROOT/_build/html"
-exec "$JB" build . --all -W --keep-going
+rm -rf "$ROOT/_build/html" "$ROOT/_build/zh_CN"
+"$JB" build . --all -W --keep-going
+
+mkdir -p "$ROOT/_build/zh_CN"
+PYBIN="python3"; [ -x "$ROOT/.venv/bin/python" ] && PYBIN="$ROOT/.venv/bin/python"
+"$PYBIN" - "$ROOT" <<'PY'
+import sys
+from pathlib import Path
+import yaml
+root = Path(sys.argv[1])
+def merge(a, b):
+    return {**a, **{k: merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+                    for k, v in b.items()}}
+cfg = merge(yaml.safe_load((root / "_config.yml").read_text()),
+            yaml.safe_load((root / "locale/zh_CN/_config.yml").read_text()))
+# Jupyter Book resolves local extensions against the config file's folder: give the real one.
+exts = cfg["sphinx"]["local_extensions"]
+cfg["sphinx"]["local_extensions"] = {k: str(root / v) for k, v in exts.items()}
+(root / "_build/zh_CN/_config.yml").write_text(yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False))
+PY
+"$JB" build . --all -W --keep-going --config "$ROOT/_build/zh_CN/_config.yml" --path-output "$ROOT/_build/zh_CN"
+mv "$ROOT/_build/zh_CN/_build/html" "$ROOT/_build/html/zh_CN"
+echo "build_book: English edition in _build/html/, 简体中文 edition in _build/html/zh_CN/"

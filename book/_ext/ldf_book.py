@@ -169,6 +169,7 @@ def _favicon_ico(app, exception) -> None:
 def setup(app):
     app.setup_extension("ldf_math")
     app.setup_extension("ldf_cite")
+    app.setup_extension("ldf_i18n")
     app.add_css_file("ldf.css")
     app.add_js_file("ldf.js")
     app.connect("config-inited", _config_inited, priority=400)

@@ -51,7 +51,7 @@ import numpy as np
 from .units import fmt_bytes, fmt_num, fmt_time
 
 __all__ = ["calculator", "calculator_html", "calculator_rows", "static_views_enabled",
-           "hosted_install_cell"]
+           "hosted_install_cell", "card_messages", "translate_card"]
 
 # Versions of web/package.json; used only where no book page tells the view where Vega lives.
 _CDN = {"vega": "https://cdn.jsdelivr.net/npm/vega@6.4.0/build/vega.min",
@@ -240,6 +240,10 @@ def _dictionary(flat: list[str]) -> tuple[list, list[str]]:
     return flat, []
 
 
+_DESCRIPTION = "calculator of the llm_dataflow package; the controls select precomputed results"
+_SUBTITLE = "bar: the value / its largest over all settings"
+
+
 def _spec(fn, ordered: dict, title: str) -> dict:
     keys = list(ordered)
     names, table = _evaluate(fn, ordered)
@@ -287,9 +291,8 @@ def _spec(fn, ordered: dict, title: str) -> dict:
                      "controls": {k: [v if isinstance(v, (str, int, float, bool)) else str(v)
                                       for v in ordered[k][0]] for k in keys},
                      "initial": {k: ordered[k][1] for k in keys}},
-        "description": (title + ": " if title else "") + "calculator of the llm_dataflow package; "
-                       "the controls select precomputed results",
-        "title": {"text": title, "subtitle": "bar: the value / its largest over all settings",
+        "description": (title + ": " if title else "") + _DESCRIPTION,
+        "title": {"text": title, "subtitle": _SUBTITLE,
                   "subtitleFontSize": 11},
         "params": params + [{"name": "ldf_t", "value": tables}, {"name": "ldf_d", "value": dicts},
                             {"name": "ldf_s", "value": strides},
@@ -479,6 +482,107 @@ def calculator_html(fn, controls: dict, *, title: str = "", max_rows: int = 5000
     if len(out.encode()) > MAX_STATIC_BYTES:
         raise ValueError(f"the static view of this calculator is {len(out.encode()):,} bytes; at most "
                          f"MAX_STATIC_BYTES={MAX_STATIC_BYTES:,} are allowed: use fewer control values")
+    return out
+
+
+# A card's parts that are labels (translated in the book's other editions), not values.
+_SPEC_RE = re.compile(r'(var id = "[^"]*", spec = )(\{.*?\})(;\n  var V)', re.S)
+_CAPTION_RE = re.compile(r"(<caption style='text-align:left'><b>)(.*?)(</b></caption>)")
+_CONTROL_RE = re.compile(r"(<tr><td [^>]*>)([^<]*?)( =</td>)")
+_ROWNAME_RE = re.compile(r"(<tr><td [^>]*>)([^<]+?)(</td><td [^>]*><b>)")
+_ARIA_RE = re.compile(r'(role="figure" aria-label=")([^"]*)(")')
+_NOTE_RE = re.compile(r"(<div class='ldf-calc-note'[^>]*>)([^<]*)(</div>)")
+
+
+def _card_spec(card: str):
+    m = _SPEC_RE.search(card)
+    return (m, json.loads(m.group(2))) if m else (None, None)
+
+
+def _spec_labels(spec: dict) -> tuple[str, list[str], list[str]]:
+    controls = [p["bind"]["name"].rstrip() for p in spec["params"] if "bind" in p]
+    names = next(p["value"] for p in spec["params"] if p["name"] == "ldf_n")
+    rows = [n for col in names for n in col if isinstance(n, str) and n]
+    return spec["title"]["text"], controls, rows
+
+
+def card_messages(card: str) -> list[str]:
+    """The labels of a calculator card (the HTML of :func:`calculator_html` or of the widget's
+    table) that a translated edition of the book translates, in order, each once: its title, the
+    control names, the output row names, and the card's fixed notes.  Values (numbers with
+    units, option labels, "yes"/"no", error texts) are outputs and are not listed.
+
+    Args:
+        card: the HTML text of one card (must contain ``ldf-calc-card``).
+
+    Raises:
+        ValueError: ``card`` is not a calculator card.
+    """
+    if "ldf-calc-card" not in card:
+        raise ValueError("card: not a calculator card of llm_dataflow.live (no 'ldf-calc-card' element)")
+    msgs = [html.unescape(m.group(2)) for m in _CAPTION_RE.finditer(card)]
+    msgs += [html.unescape(m.group(2)) for m in _CONTROL_RE.finditer(card)]
+    msgs += [html.unescape(m.group(2)) for m in _ROWNAME_RE.finditer(card)
+             if not m.group(2).endswith(" =") and m.group(2) != "&nbsp;"]
+    _, spec = _card_spec(card)
+    if spec is not None:
+        title, controls, rows = _spec_labels(spec)
+        msgs += [title, *controls, *rows, spec["title"]["subtitle"], _description(spec)]
+    msgs += [html.unescape(m.group(2)) for m in _NOTE_RE.finditer(card)]
+    return [m for m in dict.fromkeys(msgs) if m.strip()]
+
+
+def _description(spec: dict) -> str:
+    """The fixed part of a spec's description (after "<title>: ")."""
+    title = spec["title"]["text"]
+    d = spec["description"]
+    return d[len(title) + 2:] if title and d.startswith(title + ": ") else d
+
+
+def translate_card(card: str, translate) -> str:
+    """``card`` with each label of :func:`card_messages` replaced by ``translate(label)``.
+
+    The numbers, the control values and the page script are unchanged, so the translated card
+    shows the same settings and results.  ``translate`` returns its argument when it has no
+    translation (as ``gettext`` does).
+
+    Raises:
+        ValueError: ``card`` is not a calculator card.
+    """
+    messages = set(card_messages(card))
+
+    def tr(text: str) -> str:
+        return translate(text) if text in messages else text
+
+    def sub_html(rx, text):
+        return rx.sub(lambda m: m.group(1) + html.escape(tr(html.unescape(m.group(2))))
+                      + m.group(3), text)
+
+    out = sub_html(_CAPTION_RE, card)
+    out = sub_html(_CONTROL_RE, out)
+    out = _ROWNAME_RE.sub(lambda m: m.group(1) + (html.escape(tr(html.unescape(m.group(2))))
+                                                  if not m.group(2).endswith(" =") else m.group(2))
+                          + m.group(3), out)
+    out = _NOTE_RE.sub(lambda m: m.group(1) + html.escape(tr(html.unescape(m.group(2))))
+                       + m.group(3), out)
+    out = _ARIA_RE.sub(lambda m: m.group(1) + html.escape(tr(html.unescape(m.group(2))), quote=True)
+                       + m.group(3), out)
+    m, spec = _card_spec(out)
+    if spec is not None:
+        title, fixed = spec["title"]["text"], _description(spec)
+        spec["title"]["text"], spec["title"]["subtitle"] = tr(title), tr(spec["title"]["subtitle"])
+        spec["description"] = (tr(title) + ": " if title else "") + tr(fixed)
+        for p in spec["params"]:
+            if "bind" in p:
+                p["bind"]["name"] = tr(p["bind"]["name"].rstrip()) + " "
+            if p["name"] == "ldf_n":
+                p["value"] = [[tr(n) if isinstance(n, str) else n for n in col] for col in p["value"]]
+        for row in spec["data"]["values"]:
+            if "n" in row:
+                row["n"] = tr(row["n"][:-2]) + " ="
+        text = json.dumps(spec, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("</", "<\\/")
+        out = out[:m.start(2)] + text + out[m.end(2):]
     return out
 
 

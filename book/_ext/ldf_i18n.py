@@ -11,8 +11,8 @@ This extension adds what Sphinx's i18n does not cover here:
   gettext builder a post-transform that runs before myst-nb's adds both to the page's catalog:
   each alt text, and each label of a calculator card (:func:`llm_dataflow.live.card_messages`).
   In a translated build, Sphinx's own Locale transform translates the alt texts (it handles
-  images with alt text), and :func:`_translate_cards` rewrites each calculator card with
-  :func:`llm_dataflow.live.translate_card`.  Printed outputs, code and figure axes stay English.
+  images with alt text), and :class:`TranslateCards` rewrites each calculator card with
+  :func:`llm_dataflow.live.translate_card` (and translates the sidebar's part captions).  Printed outputs, code and figure axes stay English.
 * **A language switch on every page** (``templates/ldf-language.html``, in the article header
   beside the theme's buttons, so it shows at phone width too) linking to the same page in the
   other edition by a relative URL, which works offline and from ``file://``; plus
@@ -26,6 +26,7 @@ import html as _html
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.builders.gettext import MsgOrigin
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
@@ -124,9 +125,11 @@ class ExtractOutputMessages(SphinxPostTransform):
 
 
 class TranslateCards(SphinxTransform):
-    """Translated editions: rewrite each calculator card's labels through the page's catalog."""
+    """Translated editions: rewrite each calculator card's labels, and the captions of the
+    toctrees sphinx-external-toc inserts (its transform runs at 100, after Sphinx's Locale
+    transform at 20, so they would stay English), through the page's catalog."""
 
-    default_priority = 21   # after Sphinx's Locale transform (20)
+    default_priority = 110
 
     def apply(self, **kwargs) -> None:
         if edition(self.config.language) == "en" or self.app.builder.name == "gettext":
@@ -141,6 +144,9 @@ class TranslateCards(SphinxTransform):
         for node in list(self.document.findall(_is_calculator)):
             new = translate_card(node.astext(), catalog.gettext)
             node.replace_self(nodes.raw(node.rawsource, new, format=node.get("format", "html")))
+        for toc in self.document.findall(addnodes.toctree):
+            if toc.get("caption"):
+                toc["caption"] = toc["rawcaption"] = catalog.gettext(toc["caption"])
 
 
 def setup(app):

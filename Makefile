@@ -1,6 +1,10 @@
 # One entry point for readers, authors and CI.
 #   make book       install everything into .venv and build the web book (_build/html/index.html)
-#   make test       unit tests + strict nbval over every notebook (+ site tests once the book is built)
+#   make test       everything: unit, hypothesis, strict nbval of every notebook, and (once the book
+#                   is built) the site, browser (both editions, both widths) and JupyterLab tests, on
+#                   two pytest-xdist workers (TEST_WORKERS=n to change)
+#   make test-fast  the authors' inner loop: tests not marked slow + strict nbval of the notebooks
+#                   your change touches (tools/test_fast.py --dry-run says which and why)
 #   make notebooks  re-execute every notebook in place (outputs and widget state saved)
 #   make lab        open the notebooks in JupyterLab (widget state saved with the notebook, MyST rendered)
 #   make lab-assignments  open the graded assignments in JupyterLab (with nbgrader's Validate button)
@@ -10,7 +14,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install book test notebooks lab lab-assignments clean gpu-check
+.PHONY: install book test test-fast notebooks lab lab-assignments clean gpu-check
 
 install: $(VENV)/.installed
 
@@ -23,8 +27,13 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 book: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build_book.sh
 
+TEST_WORKERS ?= 2
+
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) tools/test_fast.py -n $(TEST_WORKERS) $(NOTEBOOKS)
 
 notebooks: install
 	$(PY) tools/notebook_hygiene.py --fix

@@ -1,7 +1,25 @@
-"""Shared test fixtures, and the environment every notebook kernel inherits under nbval."""
+"""Shared test fixtures, markers, xdist groups, hypothesis profiles, and the environment every
+notebook kernel inherits under nbval.
+
+Markers (set here from each test's file, so a new test in a file inherits its file's marks):
+
+* ``browser`` — drives the built site in headless Chromium (tests/test_browser.py,
+  tests/test_planner_page.py);
+* ``lab``     — drives a real JupyterLab (tests/test_jupyterlab.py);
+* ``site``    — needs the built site (the two above's site tests and tests/test_site.py);
+* ``notebook``— a strict nbval cell of notebooks/*.ipynb;
+* ``slow``    — everything above, plus the files in ``SLOW_FILES`` (each takes > ~10 s).
+
+``pytest -m "not browser and not lab"`` runs everything but the real-browser tests;
+``pytest -m "not slow"`` is the authors' inner loop (``make test-fast`` adds the notebooks a change
+touches). ``make test`` runs all of it on two xdist workers (``-n 2 --dist loadgroup``): tests whose
+module-scoped fixture is expensive share an ``xdist_group`` so that fixture is built once.
+"""
 import os
+import pathlib
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import llm_dataflow as ldf
 
@@ -12,6 +30,64 @@ os.environ.pop("LDF_CHECKPOINT_DIR", None)
 # calculators compute their whole static grid, as when the book is built (the saved outputs hold it)
 os.environ.setdefault("LDF_STATIC_VIEWS", "1")
 
+# Hypothesis: a fixed example budget per property in every run ("default"); `HYPOTHESIS_PROFILE=long`
+# searches ten times longer for a local hunt. Tests that set max_examples themselves keep theirs
+# under "default" and are scaled by the profile's multiplier through `examples(n)`.
+settings.register_profile("default", deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", deadline=None, max_examples=1000, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+FILE_MARKS = {
+    "test_browser.py": ("browser", "site", "slow"),
+    "test_planner_page.py": ("browser", "site", "slow"),
+    "test_jupyterlab.py": ("lab", "slow"),
+    "test_site.py": ("site",),
+}
+#: files whose tests take > ~10 s in all (measured with --durations; kernels, processes, nbgrader)
+SLOW_FILES = {"test_grading.py", "test_launch.py", "test_collectives.py", "test_parallel.py",
+              "test_disagg.py", "test_i18n.py"}
+#: files whose module-scoped fixture is expensive: keep each file on one xdist worker
+GROUPED_FILES = {"test_grading.py", "test_chat_templates.py", "test_i18n.py", "test_site.py"}
+
+
+def pytest_configure(config):
+    for name, what in [("browser", "drives the built site in headless Chromium"),
+                       ("lab", "drives a real JupyterLab server in headless Chromium"),
+                       ("site", "needs the built site (_build/html)"),
+                       ("notebook", "a strict nbval cell of a notebook"),
+                       ("slow", "slow: browsers, JupyterLab, notebooks, kernels, processes")]:
+        config.addinivalue_line("markers", f"{name}: {what}")
+
+
+#: the order tests are handed to xdist workers: longest first (a notebook's cells, then a
+#: JupyterLab chapter, then the browser tests), so the short unit tests fill the gaps at the end
+#: instead of one long notebook running alone on one worker while the other idles.
+_ORDER = {"notebook": 0, "lab": 1, "browser": 2}
+
+
+def _rank(item) -> int:
+    return min((_ORDER[m.name] for m in item.iter_markers() if m.name in _ORDER), default=3)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = pathlib.Path(str(item.fspath))
+        if path.suffix == ".ipynb":
+            item.add_marker("notebook")
+            item.add_marker("slow")
+            # nbval runs a notebook's cells in order in one kernel: never split them
+            item.add_marker(pytest.mark.xdist_group(f"nb-{path.stem}"))
+            continue
+        for m in FILE_MARKS.get(path.name, ()):
+            item.add_marker(m)
+        if path.name in SLOW_FILES:
+            item.add_marker("slow")
+        if path.name in GROUPED_FILES:
+            item.add_marker(pytest.mark.xdist_group(path.stem))
+    items.sort(key=_rank)    # stable: a notebook's cells keep their order
+
 
 @pytest.fixture
 def one_thread():
@@ -20,13 +96,19 @@ def one_thread():
         yield
 
 
+# The Chinese edition's translation coverage (tests/test_i18n.py) is reported at the end of every
+# run. The test puts it in its report's user_properties, which xdist carries back to the controller.
+_I18N_REPORTS: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    for key, value in getattr(report, "user_properties", ()):
+        if key == "i18n-coverage" and value not in _I18N_REPORTS:
+            _I18N_REPORTS.append(value)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Report the Chinese edition's translation coverage (tests/test_i18n.py) in every run."""
-    try:
-        from test_i18n import i18n_report_key
-    except ImportError:
-        return
-    report = config.stash.get(i18n_report_key, None)
-    if report:
+    if _I18N_REPORTS:
         terminalreporter.write_sep("-", "translation coverage")
-        terminalreporter.write_line(report)
+        for line in _I18N_REPORTS:
+            terminalreporter.write_line(line)

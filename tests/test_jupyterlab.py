@@ -1,26 +1,33 @@
 """The chapters as a student meets them in JupyterLab (a real server, headless Chromium).
 
-One JupyterLab is started on 127.0.0.1 (a free port, a token) over a temporary copy of
-``notebooks/``, with temporary Jupyter config/data/runtime/settings/workspace directories and the
-settings ``make lab`` writes (``tools/lab_settings.py``: widget state saved with the notebook,
-nbgrader's UI off for the chapters, no news prompt); it is stopped at the end.  For every chapter:
+One JupyterLab per pytest worker is started on 127.0.0.1 (a free port, a token) over a temporary
+copy of ``notebooks/``, with temporary Jupyter config/data/runtime/settings/workspace directories
+and the settings ``make lab`` writes (``tools/lab_settings.py``: widget state saved with the
+notebook, nbgrader's UI off for the chapters, no news prompt); it is stopped at the end.  For every
+chapter:
 
 1. **First open** (the notebook as committed, not trusted, not run): it is not marked modified;
    MyST renders (``jupyterlab-myst``): solution dropdowns are folded ``<details>``, no raw
    ``:::{dropdown}``, ``{cite}`` or ``{term}`` text; every calculator shows its static table (the
    sanitised ``text/html`` of ``llm_dataflow.live``); no saved progress bar shows "0%"; no
    nbgrader "Validate" button.
-2. **Run All**: every cell runs without an error output; a progress bar ends as "<what>: <n> steps".
+2. **Run in JupyterLab** what only JupyterLab can check: every calculator cell (in a reader's
+   kernel a calculator computes lazily, a path nbval's ``LDF_STATIC_VIEWS`` kernel does not take)
+   and every cell with an ``ldf.progress`` bar (drawn as a widget here, as text under nbval), each
+   with the cells it needs (``lab_cells``: the earlier cells that define a name it uses, read with
+   ``ast``, and the set-up cell), in order, in one kernel: none shows an error or a warning, and a
+   progress bar ends as "<what>: <n> steps".  That every cell of every chapter runs, top to bottom,
+   and prints what was saved is strict nbval's check (``pytest notebooks/``), not repeated here;
+   ``LDF_LAB_RUN=all`` makes this step a full *Run All* again.
 3. **A calculator responds**: its first slider (or dropdown) moves and its table changes.
 4. **Save, shut the kernel down, reopen** (the next day, a fresh kernel): no "Error displaying
    widget", the calculator shows the setting it was saved at (the save kept the widget state).
-   In ``LDF_LAB_RERUN`` chapters (default ``02``; ``all`` for every one) the notebook is run
+   In ``LDF_LAB_RERUN`` chapters (default ``02``; ``all`` for every one) the same cells run
    again after reopening and the calculator responds again.
 
 Screenshots of each step go to ``artifacts/jupyterlab/`` (not committed).
 
-Runtime: 25–75 s per chapter, about 6 minutes for ten chapters on 2 shared cores (each chapter's
-own Run All, 6–25 s, and two opens dominate).
+Runtime: 10–40 s per chapter on 2 shared cores (two opens and the chapter's calculator cells).
 ``LDF_LAB_CHAPTERS=00,05`` limits the chapters; ``LDF_LAB_NOTEBOOKS=DIR`` tests the notebooks of
 another folder (e.g. executed copies) instead of ``notebooks/``.  Needs the ``playwright`` Python package and
 Debian's ``chromium`` (``LDF_CHROMIUM`` overrides the path; never ``playwright install``);
@@ -28,6 +35,8 @@ skipped without them unless ``LDF_REQUIRE_SITE`` is set (CI), in which case that
 """
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib.util
 import json
 import os
@@ -49,7 +58,7 @@ SHOTS = ROOT / "artifacts" / "jupyterlab"      # screenshots (gitignored): first
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
-RUN_TIMEOUT_S = 180          # one chapter's Run All (each runs in < 60 s on 2 cores)
+RUN_TIMEOUT_S = 180          # one chapter's cells (a whole chapter runs in < 60 s on 2 cores)
 # what JupyterLab would show if MyST were not rendered
 RAW_MYST = re.compile(r":::\s*\{|```\s*\{|\{cite(:[a-z]+)?\}`|\{term\}`|\{numref\}`|\{ref\}`")
 
@@ -70,6 +79,48 @@ def _chapters() -> list[str]:
 def _rerun(name: str) -> bool:
     want = os.environ.get("LDF_LAB_RERUN", "02")
     return want == "all" or name[:2] in [c.strip() for c in want.split(",")]
+
+
+def _code_names(src: str) -> tuple[set[str], set[str]]:
+    """(names a code cell defines, names it reads) — IPython's %magics and !shell lines skipped."""
+    text = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
+    defined, used = set(), set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Name):
+            (defined if isinstance(node.ctx, (ast.Store, ast.Del)) else used).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+    return defined, used - set(dir(builtins))
+
+
+def _is_calculator(cell: dict) -> bool:
+    return any("ldf-calc-card" in "".join(o.get("data", {}).get("text/html", ""))
+               for o in cell.get("outputs", []))
+
+
+def lab_cells(nb: dict) -> list[int]:
+    """Indices (into ``nb["cells"]``) of the code cells step 2 runs: every calculator cell and
+    every cell that draws an ``ldf.progress`` bar, the set-up cell, and each earlier cell that
+    defines a name one of those reads (transitively); the hosted-install cell (``remove-cell``)
+    never runs in a kernel that has the package. ``LDF_LAB_RUN=all``: every code cell."""
+    code = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+            and "remove-cell" not in c.get("metadata", {}).get("tags", [])]
+    if os.environ.get("LDF_LAB_RUN") == "all":
+        return code
+    names = {i: _code_names("".join(nb["cells"][i]["source"])) for i in code}
+    targets = {i for i in code if _is_calculator(nb["cells"][i])
+               or "ldf.progress(" in "".join(nb["cells"][i]["source"])}
+    need = targets | set(code[:1])            # the set-up cell: import, seed, device
+    wanted = set().union(*(names[i][1] for i in need))
+    for i in reversed([i for i in code if i < max(need)]):
+        if i not in need and names[i][0] & wanted:
+            need.add(i)
+            wanted |= names[i][1]
+    return sorted(need)
 
 
 def _lab_settings():
@@ -216,19 +267,49 @@ def _prompts(page) -> list[str]:
     return page.eval_on_selector_all(".jp-CodeCell .jp-InputPrompt", "els => els.map(e => e.innerText.trim())")
 
 
-def _run_all(page) -> float:
+def _run_cells(page, cells: list[int]) -> float:
+    """Run the notebook cells ``cells`` (indices into the notebook's cells), in order, in the
+    open notebook's kernel: each is selected and run in place (Ctrl+Enter), queued one after the
+    other as a reader would; returns the seconds until the kernel is idle again."""
     t0 = time.perf_counter()
     before = _prompts(page)
-    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
-    _menu(page, "Run", "Run All Cells")
-    # started: a cell is queued or running, or the last cell has a new execution count
+    all_cells = page.locator(".jp-Notebook .jp-Cell")
+    for i in cells:
+        prompt = all_cells.nth(i).locator(".jp-InputArea-prompt").first
+        prompt.scroll_into_view_if_needed()
+        prompt.click()
+        page.keyboard.press("Control+Enter")
+    # started: a cell is queued or running, or a cell has a new execution count
     page.wait_for_function("""before => {
         const now = Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
             .map(e => e.innerText.trim());
-        return now.some(p => p.includes('*')) || now[now.length - 1] !== before[before.length - 1];
+        return now.some((p, i) => p.includes('*') || p !== before[i]);
     }""", arg=before, timeout=30_000, polling=100)
     _wait_idle(page, RUN_TIMEOUT_S)
     return time.perf_counter() - t0
+
+
+def _trust(page) -> None:
+    """Trust the notebook (the palette's *Trust Notebook*, then the dialog's *Trust*), as a reader
+    who ran only some cells does before saving: JupyterLab signs a saved notebook as trusted only
+    when every output came from this session, and restores saved widget state only in a trusted
+    notebook. A *Run All* (``LDF_LAB_RUN=all``) signs it without this."""
+    page.keyboard.press("Control+Shift+C")
+    box = page.locator(".lm-CommandPalette-input").first
+    box.wait_for(timeout=10_000)
+    box.fill("Trust Notebook")
+    page.locator(".lm-CommandPalette-item:has-text('Trust Notebook')").first.click()
+    accept = page.locator(".jp-Dialog .jp-mod-accept")
+    accept.wait_for(timeout=10_000)
+    accept.click()
+    accept.wait_for(state="detached", timeout=10_000)
+
+
+def _code_prompts(page, cells: list[int]) -> list[str]:
+    """The input prompts of the notebook cells ``cells`` ("[3]:" once run)."""
+    return page.evaluate("""idx => { const all = document.querySelectorAll('.jp-Notebook .jp-Cell');
+        return idx.map(i => { const p = all[i].querySelector('.jp-InputPrompt');
+                              return p ? p.innerText.trim() : ''; }); }""", cells)
 
 
 def _outputs_text(page, selector: str) -> list[str]:
@@ -290,6 +371,7 @@ def test_chapter_in_jupyterlab(lab, browser, name):
     n_calc = _calculator_outputs(nb)
     markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     n_dropdowns = len(re.findall(r"\{dropdown\}", markdown))
+    run = lab_cells(nb)
 
     # 1. first open: as committed, untrusted, not run
     page = _open(lab, browser, name)
@@ -312,18 +394,18 @@ def test_chapter_in_jupyterlab(lab, browser, name):
         assert not re.search(r"\d+%\|", outs), f"{name}: a saved progress bar shows a frozen percentage"
         _shot(page, name, "1-first-open")
 
-        # 2. Run All
-        elapsed = _run_all(page)
+        # 2. run the calculator and progress-bar cells, with the cells they need
+        elapsed = _run_cells(page, run)
         # JupyterLab shows an exception, and any warning, as a stderr output
         errors = _outputs_text(page, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-        assert not errors, f"{name}: errors or warnings after Run All: {[e[-600:] for e in errors]}"
-        prompts = _prompts(page)
-        unrun = [i for i, p in enumerate(prompts) if not re.fullmatch(r"\[\d+\]:", p)]
-        assert not unrun, f"{name}: Run All stopped: code cells {unrun} not run (prompts {prompts})"
+        assert not errors, f"{name}: errors or warnings after the run: {[e[-600:] for e in errors]}"
+        prompts = _code_prompts(page, run)
+        unrun = [i for i, p in zip(run, prompts) if not re.fullmatch(r"\[\d+\]:", p)]
+        assert not unrun, f"{name}: the run stopped: cells {unrun} not run (prompts {prompts})"
         outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
         assert not re.search(r"\d+%\|", outs), f"{name}: a progress bar stayed at a percentage after the run"
         assert "Error displaying widget" not in outs
-        print(f"{name}: Run All {elapsed:.1f} s")
+        print(f"{name}: {len(run)} cells run in {elapsed:.1f} s")
 
         # 3. a calculator responds
         moved = table_after = None
@@ -338,6 +420,8 @@ def test_chapter_in_jupyterlab(lab, browser, name):
             _shot(page, name, "2-run", box)
 
         # 4. save, kernel gone (next day), reopen
+        if os.environ.get("LDF_LAB_RUN") != "all":
+            _trust(page)
         page.keyboard.press("Control+s")
         page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
                                timeout=30_000)
@@ -362,7 +446,7 @@ def test_chapter_in_jupyterlab(lab, browser, name):
                 assert box.locator(".widget-hslider .widget-readout").first.inner_text() == moved
             _shot(page, name, "3-reopened", box)
             if _rerun(name):      # the student runs the notebook again: it still responds
-                _run_all(page)
+                _run_cells(page, run)
                 box = _calculator(page)
                 before = _table_text(box)
                 _move(page, box)

@@ -7,6 +7,7 @@ building), in which case a missing site fails.
 """
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import re
@@ -42,9 +43,10 @@ def is_external(url: str) -> bool:
     return bool(re.match(r"^(https?:)?//", u, re.I))
 
 
-def loaded_urls(html: str) -> list[tuple[str, str]]:
-    """(kind, url) of everything the page loads when opened (not links the reader may click)."""
-    soup = bs4.BeautifulSoup(html, "html.parser")
+def loaded_urls(html) -> list[tuple[str, str]]:
+    """(kind, url) of everything the page loads when opened (not links the reader may click);
+    ``html`` is the page's text or its parsed soup."""
+    soup = bs4.BeautifulSoup(html, "html.parser") if isinstance(html, str) else html
     out = []
     for s in soup.find_all("script", src=True):
         out.append(("script", s["src"]))
@@ -65,6 +67,24 @@ def loaded_urls(html: str) -> list[tuple[str, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def facts(page: pathlib.Path) -> dict:
+    """What the tests below read from one page, parsed once per test process (a page is parsed
+    in 0.1-2 s; five tests used to parse every page again)."""
+    html = page.read_text(encoding="utf-8")
+    soup = bs4.BeautifulSoup(html, "html.parser")
+    maths = soup.select(".math")
+    return {
+        "urls": loaded_urls(soup),
+        "widget_view": "application/vnd.jupyter.widget-view+json" in html,
+        "widget_state": "application/vnd.jupyter.widget-state+json" in html,
+        "math": len(maths),
+        "raw_math": [m.get_text()[:60] for m in maths if not m.find("mjx-container")],
+        "citations": [(" ".join(a.get_text().split()), urlsplit(a["href"]).fragment)
+                      for a in soup.select(".bibtex-citation a[href]")],
+    }
+
+
 def test_site_exists_and_has_pages():
     site = _site()
     assert (site / "_vendor").is_dir() or os.environ.get("LDF_ALLOW_CDN"), (
@@ -79,7 +99,7 @@ def test_no_page_loads_anything_from_another_host():
         pytest.skip("site built with CDN fallback (LDF_ALLOW_CDN set)")
     bad = []
     for page in pages(site):
-        for kind, url in loaded_urls(page.read_text(encoding="utf-8")):
+        for kind, url in facts(page)["urls"]:
             if is_external(url):
                 bad.append(f"{page.relative_to(site)}: {kind} {url}")
     assert not bad, "pages load from other hosts:\n" + "\n".join(bad)
@@ -89,7 +109,7 @@ def test_local_assets_of_every_page_exist():
     site = _site()
     missing = []
     for page in pages(site):
-        for kind, url in loaded_urls(page.read_text(encoding="utf-8")):
+        for kind, url in facts(page)["urls"]:
             if is_external(url) or url.startswith(("data:", "blob:", "#", "javascript:")):
                 continue
             path = unquote(urlsplit(url).path)
@@ -122,22 +142,20 @@ def test_each_library_loads_only_where_it_is_used():
         pytest.skip("site built with CDN fallback")
     seen_widgets = seen_math = 0
     for page in pages(site):
-        html = page.read_text(encoding="utf-8")
-        srcs = [urlsplit(u).path for k, u in loaded_urls(html) if k == "script"]
+        f = facts(page)
+        srcs = [urlsplit(u).path for k, u in f["urls"] if k == "script"]
         manager = any(s.endswith("_vendor/html-manager/embed-amd.js") for s in srcs)
-        if "application/vnd.jupyter.widget-view+json" in html:
+        if f["widget_view"]:
             seen_widgets += 1
             assert any(s.endswith("_vendor/require.js") for s in srcs), page
             assert manager, f"{page.relative_to(site)} shows widgets but does not load the manager"
         else:
             assert not manager, f"{page.relative_to(site)} loads the widget manager but shows no widget"
-            assert "application/vnd.jupyter.widget-state+json" not in html, page
+            assert not f["widget_state"], page
         assert not any("mathjax" in s.lower() for s in srcs), f"{page.relative_to(site)} loads MathJax"
         assert not any(s.endswith("fontawesome.js") for s in srcs), f"{page.relative_to(site)} loads fontawesome.js"
-        soup = bs4.BeautifulSoup(html, "html.parser")
-        maths = soup.select(".math")
-        seen_math += bool(maths)
-        raw = [m.get_text()[:60] for m in maths if not m.find("mjx-container")]
+        seen_math += bool(f["math"])
+        raw = f["raw_math"]
         assert not raw, f"{page.relative_to(site)}: math left as TeX: {raw[:3]}"
     assert seen_math >= 1, "no page has math; expected math in the book"
 
@@ -149,7 +167,7 @@ def test_every_page_has_the_favicon():
     for page in pages(site):
         if page.name == "index.html" and page.parent in (site, site / "zh_CN"):
             continue   # Jupyter Book's redirect to the first page (of each edition)
-        icons = [u for k, u in loaded_urls(page.read_text(encoding="utf-8")) if "icon" in k.split()]
+        icons = [u for k, u in facts(page)["urls"] if "icon" in k.split()]
         if not icons or not (page.parent / unquote(urlsplit(icons[0]).path)).is_file():
             missing.append(str(page.relative_to(site)))
     assert not missing, f"pages without a working icon link: {missing}"
@@ -161,10 +179,8 @@ def test_citations_of_one_author_and_year_are_told_apart():
     site = _site()
     texts: dict[str, set[str]] = {}
     for page in pages(site):
-        soup = bs4.BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
-        for a in soup.select(".bibtex-citation a[href]"):
-            target = urlsplit(a["href"]).fragment
-            texts.setdefault(" ".join(a.get_text().split()), set()).add(target)
+        for text, target in facts(page)["citations"]:
+            texts.setdefault(text, set()).add(target)
     shared = {t: ids for t, ids in texts.items() if len(ids) > 1}
     assert texts, "no citation found"
     assert not shared, f"one citation text for several works: {shared}"

@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 import inspect
 import math
+import os
 import pkgutil
 import re
 import signal
@@ -27,7 +28,9 @@ from hypothesis import strategies as st
 import llm_dataflow as ldf
 
 SECONDS = 1.0
-EXAMPLES = 40
+#: examples per calculator: a fixed budget in every run; HYPOTHESIS_PROFILE=long (tests/conftest.py)
+#: searches with that profile's budget instead
+EXAMPLES = 40 if os.environ.get("HYPOTHESIS_PROFILE", "default") == "default" else settings.default.max_examples
 
 # --- strategies -----------------------------------------------------------------------------------
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([10**30, -10**30, 2**63]),

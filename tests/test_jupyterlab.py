@@ -157,27 +157,39 @@ class Lab:
             {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}))
         env["JUPYTER_CONFIG_PATH"] = str(chapters)
         env["LDF_DEVICE"] = "cpu"
-        self.port, self.token = _free_port(), secrets.token_hex(16)
-        self.base = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               f"--LabApp.app_settings_dir={app_settings}"]
-        if hasattr(os, "getuid") and os.getuid() == 0:
-            cmd.append("--allow-root")
+        self.token = secrets.token_hex(16)
         self.log_path = tmp / "server.log"
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     cwd=self.root)
-        deadline = time.monotonic() + 90
+        # A port found free can be taken by another pytest worker's server before this one binds
+        # it (port_retries=0 then exits at once): start again on a new port, three times at most.
+        for attempt in range(3):
+            self.port = _free_port()
+            self.base = f"http://127.0.0.1:{self.port}"
+            cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+                   f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
+                   f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+                   f"--LabApp.app_settings_dir={app_settings}"]
+            if hasattr(os, "getuid") and os.getuid() == 0:
+                cmd.append("--allow-root")
+            self._log = open(self.log_path, "w")
+            self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                         cwd=self.root)
+            if self._wait_started(deadline=time.monotonic() + 90):
+                return
+            self._log.close()
+        raise RuntimeError("JupyterLab did not start:\n" + self.log_path.read_text()[-3000:])
+
+    def _wait_started(self, deadline: float) -> bool:
+        """True once the server answers; False if it exits first (e.g. its port was taken)."""
         while True:
             try:
                 self.api("status")
-                break
+                return True
             except Exception:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
+                if self.proc.poll() is not None:
+                    return False
+                if time.monotonic() > deadline:
                     raise RuntimeError("JupyterLab did not start:\n" + self.log_path.read_text()[-3000:])
-                time.sleep(0.5)
+                time.sleep(0.25)
 
     def api(self, path: str, method: str = "GET"):
         req = urllib.request.Request(f"{self.base}/api/{path}", method=method,

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .units import require_positive
+from .core.config import MAX_DIM
+from .core.units import require_positive
 
 __all__ = [
     "Request", "make_workload", "MAX_WORKLOAD_REQUESTS", "MAX_WORKLOAD_TOKENS", "StepCost", "ServeResult", "serve_static", "serve_continuous",
@@ -81,7 +82,6 @@ def make_workload(n_requests: int = 24, rate_per_s: float = 200.0, prompt_len: t
             overflow a float), ``prompt_len``/``output_len`` not a ``(low, high)`` pair of
             positive integers with low <= high, too many prompt tokens, a bad ``seed``.
     """
-    from .config import MAX_DIM
 
     require_positive("n_requests", n_requests)
     if n_requests > MAX_WORKLOAD_REQUESTS:

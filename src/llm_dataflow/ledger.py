@@ -22,10 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .accounting import _no_overflow, weight_bytes, weight_bytes_read
-from .config import ModelConfig
-from .hardware import HardwareSpec, hardware, link
-from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
+from .core.accounting import as_model_config, kv_bytes, kv_read_over_steps, weight_bytes, weight_bytes_read
+from .core.config import model_config, ModelConfig
+from .core.fit import memory_fit
+from .core.formats import as_precision_plan
+from .core.hardware import hardware, HardwareSpec, link
+from .core.kv import kv_token_bytes
+from .core.units import check_dtype, dtype_bits, GB, no_overflow, require_positive
+from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
 __all__ = ["LedgerRow", "request_ledger", "movement_totals", "MemoryTier", "memory_tiers", "reader_tiers", "ledger_summary", "MOVEMENTS"]
 
@@ -60,7 +64,7 @@ class LedgerRow:
         return self.bytes_each * self.count
 
 
-@_no_overflow('prompt_len', 'output_len', 'batch')
+@no_overflow('prompt_len', 'output_len', 'batch')
 def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: int = 1, dtype="bf16",
                    kv_dtype: str | None = None, id_dtype: str = "int32") -> list[LedgerRow]:
     """The byte ledger of ``batch`` requests of ``prompt_len`` prompt tokens and ``output_len``
@@ -79,13 +83,12 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
             Counts (``prompt_len``, ``output_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .accounting import _as_plan, _kv_token, _model, kv_bytes, kv_read_over_steps
 
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     require_positive("prompt_len", prompt_len)
     require_positive("output_len", output_len)
     require_positive("batch", batch)
-    plan = _as_plan(dtype, kv_dtype)
+    plan = as_precision_plan(dtype, kv_dtype)
     check_dtype(id_dtype, ("int32", "int64"), "id_dtype")
     wb = weight_bytes(cfg, plan)
     read_prefill = round(weight_bytes_read(cfg, plan, batch * prompt_len))
@@ -93,7 +96,7 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     act = dtype_bits(plan.activation_dtype) // 8
     idb = dtype_bits(id_dtype) // 8
     kvd = plan.kv_dtype
-    kv_tok = _kv_token(cfg, kvd)
+    kv_tok = kv_token_bytes(cfg, kvd)
     L, D, V, B, P = cfg.n_layers, cfg.d_model, cfg.vocab_size, batch, prompt_len
     steps = output_len - 1
     kv_read_decode = kv_read_over_steps(cfg, P, steps, B, kvd)
@@ -200,7 +203,6 @@ def reader_tiers(dram_probe_bytes: int | None = None, show_progress: bool = Fals
     """
     import os
 
-    from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
     if dram_probe_bytes is None:
         dram_probe_bytes = past_last_level_bytes(4, minimum=256 * 2**20)
@@ -216,7 +218,7 @@ def reader_tiers(dram_probe_bytes: int | None = None, show_progress: bool = Fals
     return tiers
 
 
-@_no_overflow('prompt_len', 'output_len', 'batch')
+@no_overflow('prompt_len', 'output_len', 'batch')
 def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len: int = 128, batch: int = 1,
                    dtype: str = "bf16", hardware: str = "H100-SXM") -> dict:
     """Calculator view of :func:`request_ledger` for a preset: GB per movement kind, the share
@@ -228,9 +230,6 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
             Counts (``prompt_len``, ``output_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .fit import memory_fit
-    from .config import model_config
-    from .units import GB
 
     cfg = model_config(model)
     rows = request_ledger(cfg, prompt_len, output_len, batch, dtype)

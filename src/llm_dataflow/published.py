@@ -58,14 +58,14 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from .accounting import (QuantSpec, WEIGHT_FORMATS, decode_step_bytes, precision_plan, prefill_flops,
-                         weight_bytes_read)
-from .collectives import collective_bytes_per_rank, collective_time
-from .config import model_config
+from .core.accounting import decode_step_bytes, prefill_flops, weight_bytes_read
+from .core.collectives import collective_bytes_per_rank, collective_time
+from .core.config import model_config
+from .core.formats import precision_plan, QuantSpec, WEIGHT_FORMATS
+from .core.hardware import as_hardware, hardware, HardwareSpec, link
+from .core.roofline import decode_step_bounds, prefill_bounds
+from .core.units import dtype_bytes, require_nonnegative, require_positive
 from .gemm import gemm_traffic
-from .hardware import HardwareSpec, _hw, hardware, link
-from .roofline import decode_step_bounds, prefill_bounds
-from .units import dtype_bytes, require_nonnegative, require_positive
 
 __all__ = ["PublishedMeasurement", "published_measurements", "published_table", "BOUND_METHODS",
            "CHAPTER_TOPICS", "KNOWN_MODEL_GAPS", "UNUSED_CANDIDATES", "aggregate_hardware",
@@ -193,7 +193,7 @@ def aggregate_hardware(hw: HardwareSpec | str, n_gpus: int) -> HardwareSpec:
         ValueError: ``hw`` neither a hardware preset name nor a HardwareSpec, ``n_gpus`` not an
             integer >= 1 (bools refused), or so many GPUs that a total overflows a float.
     """
-    hw = _hw(hw)
+    hw = as_hardware(hw)
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
         raise ValueError(f"n_gpus={n_gpus!r} is not allowed; it must be an integer >= 1")
     if n_gpus == 1:

@@ -29,10 +29,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .formats import QuantSpec
-from .units import require_positive
-from .config import ModelConfig, tensor_specs
-from .units import dtype_bits
+from .core.accounting import weight_bytes
+from .core.config import model_config, ModelConfig, tensor_specs
+from .core.formats import precision_plan, QuantSpec
+from .core.roofline import decode_step_bounds
+from .core.units import dtype_bits, GB, require_positive
 
 __all__ = [
     "QuantizedTensor", "QuantLinear", "pack_int4", "unpack_int4", "quantize_weight",
@@ -373,11 +374,6 @@ def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H1
     Raises:
         ValueError: unknown preset, format or hardware.
     """
-    from .accounting import weight_bytes
-    from .formats import precision_plan
-    from .config import model_config
-    from .roofline import decode_step_bounds
-    from .units import GB
 
     cfg = model_config(model)
     plan = precision_plan(weights)

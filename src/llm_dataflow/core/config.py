@@ -17,17 +17,16 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
+from .hf_config import SUPPORTED_MODEL_TYPES, config_from_hf
+from .units import require_nonnegative, require_positive
 
 __all__ = [
     "ModelConfig", "model_config", "MODEL_PRESETS", "TensorSpec", "tensor_specs",
     "param_count",
-    "SUPPORTED_MODEL_TYPES", "MAX_LAYERS", "MAX_EXPERTS",
-    "MAX_DIM",
+    "MAX_LAYERS", "MAX_EXPERTS", "MAX_DIM",
 ]
+# also public, for kv and the views (not re-exported by ``ldf``): require_model_config
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2",
-                         "phi3", "gpt2", "deepseek_v3")
 _NORMS = ("rmsnorm", "layernorm")
 _MLPS = ("swiglu", "geglu", "gelu")
 _POSITIONS = ("rope", "learned")
@@ -311,8 +310,7 @@ class ModelConfig:
                 raise ValueError(f"config={path!r} is not valid JSON: {err}") from None
         if not isinstance(config, dict):
             raise ValueError(f"config={config!r} is not allowed; give a config.json dict or a path to one")
-        from .hf_config import _from_hf   # the reader of config.json keys, in its own module
-        return _from_hf(cls, config, name)
+        return config_from_hf(cls, config, name)
 
 
 # --- checkpoint tensors ---------------------------------------------------------------------
@@ -370,6 +368,17 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
     """
     _require_config(cfg)
     return list(_tensor_specs(cfg))
+
+
+def require_model_config(cfg, field: str = "cfg") -> ModelConfig:
+    """``cfg`` itself if it is a :class:`ModelConfig`.
+
+    Raises:
+        ValueError: anything else, naming ``field``.
+    """
+    if not isinstance(cfg, ModelConfig):
+        raise ValueError(f"{field}={cfg!r} is not allowed; it must be a ModelConfig (see ldf.model_config)")
+    return cfg
 
 
 def _require_config(cfg) -> None:

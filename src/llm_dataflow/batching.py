@@ -73,7 +73,7 @@ def make_workload(n_requests: int = 24, rate_per_s: float = 200.0, prompt_len: t
 
     Bounds: ``n_requests`` at most :data:`MAX_WORKLOAD_REQUESTS` (65,536) and
     ``n_requests × prompt_len[1]`` at most :data:`MAX_WORKLOAD_TOKENS` (2^24 prompt tokens,
-    128 MiB of int64 ids); ``vocab_size`` at most :data:`~llm_dataflow.config.MAX_DIM`; ``seed``
+    128 MiB of int64 ids); ``vocab_size`` at most :data:`~llm_dataflow.core.config.MAX_DIM`; ``seed``
     an integer torch's generator accepts (−2^63 … 2^64 − 1).
 
     Raises:

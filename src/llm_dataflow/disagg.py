@@ -157,7 +157,7 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
     """Seconds to move one request's prompt KV cache over ``link_name`` from a prefill instance
     that ran with tensor parallelism ``tp``: ``latency + bytes on the busiest link /
     bandwidth_per_direction`` (the α–β model; the link's latency is illustrative, see
-    :class:`~llm_dataflow.hardware.LinkSpec`).
+    :class:`~llm_dataflow.core.hardware.LinkSpec`).
 
     Under TP the KV cache is already sharded: each GPU holds the K and V of its own KV heads,
     ``kv_cache_bytes / tp`` (``tp ≤ n_kv_heads``; beyond that the heads are replicated and only
@@ -169,9 +169,9 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
 
     Args:
         cfg: preset name or :class:`ModelConfig`.  prompt_len: tokens (≥ 1).
-        link_name: a link preset (:data:`~llm_dataflow.hardware.LINKS`).
+        link_name: a link preset (:data:`~llm_dataflow.core.hardware.LINKS`).
         dtype: KV dtype.  tp: the prefill instance's tensor-parallel degree
-            (:func:`~llm_dataflow.fit.check_parallel` must accept it).
+            (:func:`~llm_dataflow.core.parallel.check_parallel` must accept it).
         nics: links used in parallel (default ``tp``).
 
     Raises:
@@ -202,7 +202,7 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
     ``hw`` (dense ``dtype`` peak; a lower bound on prefill time, so the ratio is an upper bound on
     the transfer's relative cost).
 
-    ``links``: link preset names (default, or empty: every entry of :data:`~llm_dataflow.hardware.LINKS`).
+    ``links``: link preset names (default, or empty: every entry of :data:`~llm_dataflow.core.hardware.LINKS`).
 
     Raises:
         ValueError: ``cfg`` neither a preset name nor a ModelConfig, ``hw`` neither a hardware

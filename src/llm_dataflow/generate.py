@@ -2,7 +2,7 @@
 achieves against STREAM measured between its steps, a Hugging Face ``transformers`` peer on the
 same weights, and timings of one prefill or one decode step.
 
-The bytes a step must move come from :mod:`llm_dataflow.accounting`; the STREAM kernels and the
+The bytes a step must move come from :mod:`llm_dataflow.core.accounting`; the STREAM kernels and the
 timing helpers from :mod:`llm_dataflow.measure`.
 """
 from __future__ import annotations
@@ -172,7 +172,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
 
     The prompt is ``prompt_len`` seeded random ids; ``n_new`` tokens are generated in each of
     ``repeat`` rounds after a warm-up, which runs until :func:`llm_dataflow.linear` has chosen
-    the kernel of every projection shape (:func:`~llm_dataflow.model.linear_choice`).  Unless
+    the kernel of every projection shape (:func:`~llm_dataflow.linear_kernels.linear_choice`).  Unless
     ``peak_bandwidth`` (B/s) is given, the peak is
     measured *paired*: right before every decode step one pass of STREAM copy and one of triad
     run (:func:`stream_bandwidth`'s kernels, arrays preallocated; 64 MiB each on a CPU,
@@ -236,7 +236,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
 
 def _linear_tuning_pending(model, rows: int) -> bool:
     """True while :func:`llm_dataflow.linear` is still timing its candidate kernels for one of
-    ``model``'s projection shapes with ``rows`` rows of x (:func:`~llm_dataflow.model.linear_choice`)."""
+    ``model``'s projection shapes with ``rows`` rows of x (:func:`~llm_dataflow.linear_kernels.linear_choice`)."""
     shapes = {tuple(p.shape) for p in model.parameters() if p.dim() == 2}
     return any(c.kernel is None and c.rows == rows and (c.n_rows, c.n_cols) in shapes for c in linear_choice())
 

@@ -14,7 +14,7 @@ forward pass (an idealisation: FlashAttention re-reads K/V once per query block)
 stream between layers is written once and read once per layer (everything inside a layer fused,
 which no engine fully achieves: QKV and MLP intermediates also round-trip HBM); logits are FP32
 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
-Weights read per pass come from :func:`llm_dataflow.accounting.weight_bytes_read`: the embedding
+Weights read per pass come from :func:`llm_dataflow.core.accounting.weight_bytes_read`: the embedding
 table is gathered (only the rows of the pass's tokens), and an MoE reads only the experts its
 tokens route to (uniform routing).
 """
@@ -70,8 +70,8 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     """The byte ledger of ``batch`` requests of ``prompt_len`` prompt tokens and ``output_len``
     generated tokens each, through ``cfg`` with weights in ``dtype`` (module docstring: assumptions).
 
-    ``dtype`` is a weight format or :class:`~llm_dataflow.accounting.PrecisionPlan`; every byte
-    comes from :mod:`llm_dataflow.accounting` (weights stored and read per pass, KV in the plan's
+    ``dtype`` is a weight format or :class:`~llm_dataflow.core.formats.PrecisionPlan`; every byte
+    comes from :mod:`llm_dataflow.core.accounting` (weights stored and read per pass, KV in the plan's
     KV dtype, activations in its activation dtype).  The first generated token comes from
     prefill's last logits, so there are ``output_len − 1`` decode steps; decode step i
     (1-based) reads the K/V of ``prompt_len + i − 1`` earlier tokens (sliding windows and MLA
@@ -223,7 +223,7 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
                    dtype: str = "bf16", hardware: str = "H100-SXM") -> dict:
     """Calculator view of :func:`request_ledger` for a preset: GB per movement kind, the share
     of all bytes that is HBM → on-chip traffic, and whether the request fits on one ``hardware``
-    GPU (:func:`~llm_dataflow.accounting.memory_fit` at ``prompt_len + output_len`` tokens).
+    GPU (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens).
 
     Raises:
         ValueError: as :func:`request_ledger`, or an unknown preset or hardware.

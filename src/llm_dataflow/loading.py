@@ -650,8 +650,8 @@ def checkpoint_dir_from_env() -> pathlib.Path | None:
 
 def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     """Weight capacity of preset ``model`` stored as ``fmt`` (a weight format of
-    :data:`~llm_dataflow.accounting.WEIGHT_FORMATS`) — a view of
-    :func:`~llm_dataflow.accounting.weight_bytes`.
+    :data:`~llm_dataflow.core.formats.WEIGHT_FORMATS`) — a view of
+    :func:`~llm_dataflow.core.accounting.weight_bytes`.
 
     Quantised formats keep embeddings, lm_head, norms and routers in BF16 and add their scales
     (and zero points, ``int4-zp``), see :class:`~llm_dataflow.core.formats.QuantSpec`.
@@ -659,7 +659,7 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     Returns:
         ``{"parameters", "weight bytes", "GB (1e9)", "GiB (2^30)", "bytes/parameter",
         "share of <hw> memory", "one GPU, batch 1"}`` — the last is
-        :func:`~llm_dataflow.accounting.memory_fit`'s verdict for one sequence at context 0.
+        :func:`~llm_dataflow.core.fit.memory_fit`'s verdict for one sequence at context 0.
 
     Raises:
         ValueError: unknown model, format or hardware.

@@ -24,7 +24,10 @@ d_h head_dim, F d_ff, L layers, E experts, k experts per token, N ranks):
   :func:`llm_dataflow.flash.merge_attention_partials`).
 
 The spawn targets ``demo_*`` run each form on the book's tiny presets and are what the notebook,
-the tests and ``python -m llm_dataflow.launch`` / ``torchrun`` start.
+the tests and ``python -m llm_dataflow.launch`` / ``torchrun`` start.  The arithmetic of these
+layouts (the degree checks, layer partitions, pipeline timelines and the bytes each form moves)
+is :mod:`llm_dataflow.core.parallel`; this module runs them on ranks and holds chapter 07's
+calculator (:func:`parallel_step_time`) and figures.
 """
 from __future__ import annotations
 
@@ -425,19 +428,19 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
                        context: int = 0, algorithm: str = "ring") -> dict:
     """One decode step (one new token for each of ``batch`` sequences at ``context`` cached
     tokens) on ``tp × pp`` GPUs: compute time vs communication time, analytically — a view of
-    :mod:`llm_dataflow.accounting`.
+    :mod:`llm_dataflow.core.accounting`.
 
     Model (all times in s):
 
     * compute per stage = the roofline of this GPU's share of the step:
       ``max(bytes_gpu/HBM_bw, FLOPs/(tp·pp)/peak)``, where ``bytes_gpu`` is the weights read
-      (:func:`~llm_dataflow.accounting.weight_bytes_read` — MoE experts the batch is expected to
+      (:func:`~llm_dataflow.core.accounting.weight_bytes_read` — MoE experts the batch is expected to
       touch — over ``tp·pp``) plus this GPU's KV read and write (its stage's layers, its KV heads:
       replicated when ``tp > n_kv_heads``) and FLOPs are
-      :func:`~llm_dataflow.accounting.decode_step_flops`; at ``tp = pp = 1`` this is exactly
-      :func:`~llm_dataflow.roofline.decode_step_lower_bound`.  Launch overheads are left out;
+      :func:`~llm_dataflow.core.accounting.decode_step_flops`; at ``tp = pp = 1`` this is exactly
+      :func:`~llm_dataflow.core.roofline.decode_step_lower_bound`.  Launch overheads are left out;
     * TP communication per stage = ``2·(L/pp)`` all-reduces of ``B·D·elem`` bytes over ``tp``
-      ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link`` with ``algorithm``:
+      ranks (:func:`~llm_dataflow.core.collectives.collective_time` on ``link`` with ``algorithm``:
       the α–β ring by default, or ``"nvls"``, ``"one_shot"``, ``"two_shot"``); it sits between
       dependent matmuls, so it adds to the step unless other work overlaps it;
     * PP communication = ``pp − 1`` sends of ``B·D·elem`` bytes (:func:`p2p_time`) over
@@ -446,12 +449,12 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
 
     Returns:
         dict: ``GPUs``, ``weights per GPU (GB)``, the memory-fit verdict
-        (:func:`~llm_dataflow.accounting.memory_fit`), ``all-reduce message (bytes)``, compute /
+        (:func:`~llm_dataflow.core.fit.memory_fit`), ``all-reduce message (bytes)``, compute /
         TP / PP / total communication time per step and per token (s), ``comm / compute`` and a
         ``verdict`` on whether the communication could hide behind compute.
 
     Raises:
-        ValueError: unknown preset, a layout :func:`~llm_dataflow.accounting.check_parallel`
+        ValueError: unknown preset, a layout :func:`~llm_dataflow.core.parallel.check_parallel`
             rejects, ``batch`` not positive, ``context`` negative.
             Counts (``batch``, ``context``) so large that a result overflows a float: a
             ValueError naming them.
@@ -497,7 +500,7 @@ def plot_topology(ax=None):
     across nodes the path is GPU → PCIe switch → NIC → InfiniBand/RoCE fabric → NIC → GPU.
     With GPUDirect RDMA the NIC reads GPU memory directly (green); without it the data bounces
     through a buffer in host memory (red, dashed: two extra PCIe crossings and a staging copy).
-    Per-direction bandwidths come from :data:`~llm_dataflow.hardware.LINKS`.
+    Per-direction bandwidths come from :data:`~llm_dataflow.core.hardware.LINKS`.
 
     Drawn in inches (data units = inches, equal aspect) for a 6.4 × 4.6 in axes, the size it
     creates without ``ax``; its text sizes come from the book's style

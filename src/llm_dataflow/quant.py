@@ -2,7 +2,7 @@
 
 The account quantisation changes is **bytes per element**: a decode step reads every weight once,
 so storing 4 bits instead of 16 cuts the bytes a step must move by up to 4×.  The layout here is
-the one :class:`llm_dataflow.accounting.QuantSpec` counts, byte for byte:
+the one :class:`llm_dataflow.core.formats.QuantSpec` counts, byte for byte:
 
 * values: ``ceil(out·in·bits/8)`` bytes (INT4 packed two per byte, low nibble first);
 * scales: one per group in ``spec.scale_dtype`` (FP16 by default, FP32 for FP8 blocks);
@@ -363,8 +363,8 @@ def quant_spec(scheme: str, group_size: int = 128) -> QuantSpec | None:
 
 
 def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H100-SXM") -> dict:
-    """Chapter 08's calculator: a view of :mod:`llm_dataflow.accounting` for preset ``model`` with
-    weights in format ``weights`` (:data:`~llm_dataflow.accounting.WEIGHT_FORMATS`; unquantised
+    """Chapter 08's calculator: a view of :mod:`llm_dataflow.core.accounting` for preset ``model`` with
+    weights in format ``weights`` (:data:`~llm_dataflow.core.formats.WEIGHT_FORMATS`; unquantised
     roles in BF16, KV cache in BF16): weight bytes stored and their ratio to BF16, bits per
     quantised element (values + scales + zero points), the bytes a batch-1 decode step at
     context 0 reads (gathered embedding row, every other weight once) and its lower bound on

@@ -38,13 +38,13 @@ def _calculator_args(model, batch, context):
 def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM", dtype: str = "bf16",
                       batch: int = 1, context: int = 0) -> dict:
     """Everything chapter 05's calculator shows for one setting on one GPU, as a dict of named
-    outputs — a view of :mod:`llm_dataflow.accounting`.
+    outputs — a view of :mod:`llm_dataflow.core.accounting`.
 
     Keys: step time bound (ms), the memory and compute terms (ms), which resource binds,
     tokens/s per sequence and in total, bytes per generated token (GB), the compute and KV
-    dtypes used (:class:`~llm_dataflow.accounting.PrecisionPlan` defaults: BF16 KV cache for
+    dtypes used (:class:`~llm_dataflow.core.formats.PrecisionPlan` defaults: BF16 KV cache for
     quantised weights), the critical batch at this context, the prefill bound of a
-    ``context``-token prompt, and the memory-fit verdict (:func:`~llm_dataflow.accounting.memory_fit`)
+    ``context``-token prompt, and the memory-fit verdict (:func:`~llm_dataflow.core.fit.memory_fit`)
     with the KV room left.
 
     Raises:
@@ -80,7 +80,7 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
 @no_overflow('batch', 'context')
 def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM", batch: int = 1,
                      context: int = 0) -> dict:
-    """BF16 decode as the batch grows (a view of :mod:`llm_dataflow.accounting`): bytes per
+    """BF16 decode as the batch grows (a view of :mod:`llm_dataflow.core.accounting`): bytes per
     token (falls as 1/B while memory binds), step time, tokens/s in total, the two terms, which
     binds, and whether the batch's KV cache still fits on one GPU.
 

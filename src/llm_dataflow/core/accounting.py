@@ -1,6 +1,6 @@
 """The one accounting model: every byte and FLOP a chapter's calculator shows comes from here.
 
-One setting — a model (:class:`~llm_dataflow.config.ModelConfig`), a :class:`PrecisionPlan`
+One setting — a model (:class:`~llm_dataflow.core.config.ModelConfig`), a :class:`PrecisionPlan`
 (weights as a dtype or a :class:`QuantSpec`, the KV-cache dtype, the activation and compute
 dtypes), a batch, a context and a parallel layout — gives one set of numbers, whichever chapter
 asks:
@@ -8,17 +8,19 @@ asks:
 * **weights** — bytes stored (:func:`weight_bytes`) and bytes one forward pass must read
   (:func:`weight_bytes_read`: MoE experts the tokens are expected to touch, embedding rows
   gathered or the table, scales and zero points of quantised formats);
-* **KV cache** — :func:`kv_bytes` (chapter 06's formula, :func:`llm_dataflow.kv.kv_cache_bytes`,
+* **KV cache** — :func:`kv_bytes` (chapter 06's formula, :func:`llm_dataflow.core.kv.kv_cache_bytes`,
   in the plan's KV dtype: BF16 unless asked otherwise, whatever the weights are);
 * **activations** — :func:`activation_bytes`, the workspace peak of one forward pass;
-* **collectives** — :func:`tp_bytes_per_token_per_layer`, :func:`ep_bytes_per_token`;
+* **collectives** — the parallel arithmetic (:mod:`llm_dataflow.core.parallel`:
+  ``tp_bytes_per_token_per_layer``, ``ep_bytes_per_token``) builds on these counts;
 * **FLOPs and step bytes** — :func:`decode_step_flops`, :func:`decode_step_bytes`,
   :func:`prefill_flops`, :func:`prefill_bytes`, which the roofline bounds
-  (:mod:`llm_dataflow.roofline`) divide by a chip's peaks;
-* **formats** — :mod:`llm_dataflow.formats` (:class:`~llm_dataflow.formats.QuantSpec`,
-  :class:`~llm_dataflow.formats.PrecisionPlan`) names the dtypes these counts use;
-* **fit** — :mod:`llm_dataflow.fit`: the one TP/PP/EP degree check and the memory-fit verdict
-  (weights + KV + activations + a stated runtime reserve against one GPU's capacity).
+  (:mod:`llm_dataflow.core.roofline`) divide by a chip's peaks;
+* **formats** — :mod:`llm_dataflow.core.formats` (:class:`~llm_dataflow.core.formats.QuantSpec`,
+  :class:`~llm_dataflow.core.formats.PrecisionPlan`) names the dtypes these counts use;
+* **fit** — :mod:`llm_dataflow.core.parallel` holds the one TP/PP/EP degree check and
+  :mod:`llm_dataflow.core.fit` the memory-fit verdict (weights + KV + activations + a stated
+  runtime reserve against one GPU's capacity).
 
 Units: bytes (B), FLOPs; GB = 1e9 B.  Shapes use ``book/notation.md``'s letters.
 """
@@ -142,7 +144,7 @@ def expected_experts_hit(n_experts: int, k: int, n_tokens: int) -> float:
 
     Raises:
         ValueError: ``n_experts``, ``k`` or ``n_tokens`` not a positive integer, ``n_experts``
-            more than :data:`~llm_dataflow.config.MAX_EXPERTS` (1,024, the bound of every
+            more than :data:`~llm_dataflow.core.config.MAX_EXPERTS` (1,024, the bound of every
             ModelConfig), ``k > n_experts``.
     """
     require_positive("n_experts", n_experts)
@@ -224,7 +226,7 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
 # =============================================================================================
 def kv_bytes(cfg, seq_len: int, batch: int = 1, kv_dtype="bf16") -> int:
     """KV-cache bytes of ``batch`` sequences of ``seq_len`` tokens (B): chapter 06's
-    :func:`llm_dataflow.kv.kv_cache_bytes` (sliding windows and MLA's latent included).
+    :func:`llm_dataflow.core.kv.kv_cache_bytes` (sliding windows and MLA's latent included).
     ``kv_dtype`` is a KV dtype name or a :class:`PrecisionPlan` (its KV dtype).
 
     Raises:
@@ -313,7 +315,7 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
 def matmul_params(cfg, *, active: bool = True) -> int:
     """Weights that take part in a matrix multiply for one token (multiply–adds per token).
 
-    Counts every linear weight of :func:`~llm_dataflow.config.tensor_specs` (attention, MLP,
+    Counts every linear weight of :func:`~llm_dataflow.core.config.tensor_specs` (attention, MLP,
     router, experts, ``lm_head``; the embedding table too when it is tied to the output layer).
     The input embedding is a gather (no FLOPs); norms and biases are element-wise.  With
     ``active=True`` an MoE counts only the ``n_experts_per_token`` routed experts a token uses.

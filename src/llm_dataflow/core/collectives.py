@@ -153,7 +153,7 @@ def collective_time(op: str, nbytes: float, n_ranks: int, link: str | LinkSpec =
 
     ``t = collective_steps(op, N, algorithm)·α + collective_bytes_per_rank(op, nbytes, N,
     algorithm) / β`` with α = ``link.latency_s`` (illustrative, see
-    :class:`~llm_dataflow.hardware.LinkSpec`) and β = ``link.bandwidth_per_direction`` (B/s): a
+    :class:`~llm_dataflow.core.hardware.LinkSpec`) and β = ``link.bandwidth_per_direction`` (B/s): a
     rank sends and receives at once, each on its own direction of the link.  For small messages
     the ring's ``2(N−1)`` latencies dominate and one-shot, two-shot or NVLS all-reduces are
     faster; for large ones NVLS halves the ring's bytes on 8 ranks (1 vs 1.75 × nbytes).

@@ -262,7 +262,7 @@ class ModelConfig:
         gpt2, deepseek_v3.
 
         * **Omitted keys** take the default of transformers' config class for that type
-          (:data:`llm_dataflow.hf_config.HF_CONFIG_DEFAULTS`, copied from ``transformers/models/<type>/
+          (:data:`llm_dataflow.core.hf_config.HF_CONFIG_DEFAULTS`, copied from ``transformers/models/<type>/
           configuration_<type>.py`` and tested against it): e.g. llama ``rms_norm_eps`` 1e-6,
           mixtral ``rope_theta`` 1e6, mistral/mixtral ``num_key_value_heads`` 8, qwen2
           ``max_window_layers`` 28, qwen3 ``head_dim`` 128.  ``cfg.notes`` lists the defaults

@@ -1,6 +1,6 @@
-"""Parallel layout and memory fit: the one TP/PP/EP degree check, and whether a deployment's
-weights, KV cache, activations and runtime reserve fit in each GPU — counted with
-:mod:`llm_dataflow.accounting`.
+"""Memory fit: whether a deployment's weights, KV cache, activations and runtime reserve fit in
+each GPU — counted with :mod:`llm_dataflow.core.accounting`, split over the layout that
+:mod:`llm_dataflow.core.parallel` checks.
 """
 from __future__ import annotations
 

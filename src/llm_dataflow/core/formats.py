@@ -4,7 +4,7 @@
 zero points, tensor scales); :data:`WEIGHT_FORMATS` names the formats the book's calculators and
 ``python -m llm_dataflow plan`` offer; a :class:`PrecisionPlan` names the dtypes of one deployment
 (weights, KV cache, activations, compute).  The byte and FLOP counts that use them live in
-:mod:`llm_dataflow.accounting`.
+:mod:`llm_dataflow.core.accounting`.
 """
 from __future__ import annotations
 

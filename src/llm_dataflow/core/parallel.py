@@ -100,7 +100,7 @@ def kv_heads_per_rank(cfg: ModelConfig, tp: int) -> float:
 
 
 def check_degree(cfg: ModelConfig, field: str, value, degree: str) -> None:
-    """:func:`~llm_dataflow.fit.check_parallel` of one degree (``"tp"``, ``"pp"`` or ``"ep"``)
+    """:func:`~llm_dataflow.core.parallel.check_parallel` of one degree (``"tp"``, ``"pp"`` or ``"ep"``)
     passed as the parameter ``field``; its errors name ``field`` as well as the degree."""
     require_positive(field, value)
     try:
@@ -150,7 +150,7 @@ def ep_bytes_per_token(cfg, n_ranks: int, dtype="bf16") -> dict:
 
 def check_tp_degree(cfg: ModelConfig, n_ranks: int) -> None:
     """Raise ``ValueError`` unless ``n_ranks`` is a tensor-parallel degree
-    :func:`~llm_dataflow.accounting.check_parallel` accepts for ``cfg`` (the one degree check).
+    :func:`~llm_dataflow.core.parallel.check_parallel` accepts for ``cfg`` (the one degree check).
 
     Raises:
         ValueError: ``cfg`` neither a ModelConfig nor a preset name; ``n_ranks`` not a positive
@@ -166,7 +166,7 @@ def layer_partition(n_layers: int, n_stages: int) -> list[tuple[int, int]]:
 
     Raises:
         ValueError: ``n_layers`` not an integer in ``1..MAX_LAYERS`` (1,024,
-            :data:`~llm_dataflow.config.MAX_LAYERS`, the bound of every ModelConfig), ``n_stages``
+            :data:`~llm_dataflow.core.config.MAX_LAYERS`, the bound of every ModelConfig), ``n_stages``
             not in ``1..n_layers``.
     """
     require_positive("n_layers", n_layers)
@@ -199,7 +199,7 @@ def pipeline_schedule(n_stages: int, n_microbatches: int, t_stage: float = 1.0, 
 
     Raises:
         ValueError: ``n_stages`` or ``n_microbatches`` not a positive integer, ``n_stages`` more
-            than :data:`~llm_dataflow.config.MAX_LAYERS` (a stage holds at least one layer),
+            than :data:`~llm_dataflow.core.config.MAX_LAYERS` (a stage holds at least one layer),
             ``n_stages · n_microbatches`` more than :data:`MAX_PIPELINE_EVENTS` (one event each);
             ``t_stage`` not a positive finite number, ``t_comm`` not a non-negative finite
             number, or an end time that overflows a float.
@@ -241,7 +241,7 @@ def pipeline_bubble_fraction(n_stages: int, n_microbatches: int) -> float:
 
 def check_ep_degree(cfg: ModelConfig, n_ranks: int) -> None:
     """Raise ``ValueError`` unless ``n_ranks`` is an expert-parallel degree
-    :func:`~llm_dataflow.accounting.check_parallel` accepts (an MoE whose E it divides).
+    :func:`~llm_dataflow.core.parallel.check_parallel` accepts (an MoE whose E it divides).
 
     Raises:
         ValueError: ``cfg`` neither a ModelConfig nor a preset name; ``n_ranks`` not a positive

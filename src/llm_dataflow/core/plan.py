@@ -83,7 +83,7 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
 
     Raises:
         ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``hardware`` not a preset of
-            :data:`~llm_dataflow.hardware.HARDWARE`, unknown ``weights`` or ``kv``, a ``tp``
+            :data:`~llm_dataflow.core.hardware.HARDWARE`, unknown ``weights`` or ``kv``, a ``tp``
             :func:`check_parallel` rejects, ``batch`` not a positive integer, ``context`` or
             ``prompt`` not a non-negative integer (each message names the argument).
             Counts (``batch``, ``context``, ``prompt``) so large that a result overflows a float: a

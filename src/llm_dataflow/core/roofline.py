@@ -3,17 +3,17 @@ calculators, :mod:`llm_dataflow.roofline`, show them).
 
 The roofline model (Williams, Waterman & Patterson, "Roofline", CACM 2009): a step can finish no
 sooner than ``max(FLOPs / peak FLOP/s, bytes / memory bandwidth)``.  The FLOPs and bytes come
-from :mod:`llm_dataflow.accounting` (one accounting model for every chapter); this module divides
+from :mod:`llm_dataflow.core.accounting` (one accounting model for every chapter); this module divides
 them by a chip's peaks (:func:`decode_step_lower_bound`, :func:`prefill_lower_bound`, the
 companions :func:`decode_step_bounds` / :func:`prefill_bounds` that return both terms and which
 binds, and :func:`critical_batch`).
 
 Hardware arguments ``hw`` accept a preset name (``"H100-SXM"``), a
-:class:`~llm_dataflow.hardware.HardwareSpec`, or a :class:`~llm_dataflow.measure.MeasuredRoofline`
+:class:`~llm_dataflow.core.hardware.HardwareSpec`, or a :class:`~llm_dataflow.measure.MeasuredRoofline`
 — anything with an ``hbm_bandwidth`` attribute (B/s) and a ``flops(dtype)`` method (FLOP/s).
 Precision arguments ``dtype`` accept a weight-format name (``"bf16"``, ``"int4"``, ``"fp8"``,
-``"fp4"``, … :data:`~llm_dataflow.accounting.WEIGHT_FORMATS`) or a
-:class:`~llm_dataflow.accounting.PrecisionPlan`.
+``"fp4"``, … :data:`~llm_dataflow.core.formats.WEIGHT_FORMATS`) or a
+:class:`~llm_dataflow.core.formats.PrecisionPlan`.
 """
 from __future__ import annotations
 
@@ -135,9 +135,9 @@ def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf1
     ``compute_s = decode_step_flops / hw.flops(compute dtype)``; ``memory_s =
     decode_step_bytes / hw.hbm_bandwidth``.  Byte terms: weights once per step (gathered
     embedding rows by default) + every sequence's KV read + the new tokens' KV write
-    (:func:`~llm_dataflow.accounting.decode_step_bytes`); FLOP terms: 2 per matmul weight per
+    (:func:`~llm_dataflow.core.accounting.decode_step_bytes`); FLOP terms: 2 per matmul weight per
     token + attention over ``context_len + 1`` keys (MLA in the absorbed form by default).
-    ``dtype`` is a weight format or :class:`~llm_dataflow.accounting.PrecisionPlan`; the compute
+    ``dtype`` is a weight format or :class:`~llm_dataflow.core.formats.PrecisionPlan`; the compute
     dtype defaults to the plan's (:meth:`PrecisionPlan.compute_dtype`: BF16 for weight-only
     INT8/INT4, FP8/FP4 where the chip has that peak), the KV dtype to the plan's.
 

@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from .core.accounting import as_model_config, prefill_flops
-from .core.config import model_config, ModelConfig
+from .core.accounting import prefill_flops
+from .core.config import as_model_config, model_config, ModelConfig
 from .core.hardware import as_hardware, as_link, HardwareSpec, LINKS
 from .core.kv import kv_cache_bytes
 from .core.parallel import check_parallel

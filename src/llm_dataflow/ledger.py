@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .core.accounting import as_model_config, kv_bytes, kv_read_over_steps, weight_bytes, weight_bytes_read
-from .core.config import model_config, ModelConfig
+from .core.accounting import kv_bytes, kv_read_over_steps, weight_bytes, weight_bytes_read
+from .core.config import as_model_config, model_config, ModelConfig
 from .core.fit import memory_fit
 from .core.formats import as_precision_plan
 from .core.hardware import hardware, HardwareSpec, link

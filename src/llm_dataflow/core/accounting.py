@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 
-from .config import MAX_EXPERTS, ModelConfig, model_config, tensor_specs
+from .config import MAX_EXPERTS, ModelConfig, as_model_config, as_model_or_count, tensor_specs
 from .formats import KV_DTYPES, PrecisionPlan, QuantSpec, as_precision_plan
 from .kv import kv_cache_bytes, kv_layer_bytes_per_token, kv_token_bytes
 from .units import check_dtype, dtype_bits, dtype_bytes, no_overflow, require_nonnegative, require_positive
@@ -40,53 +40,14 @@ __all__ = [
     "kv_read_over_steps", "activation_bytes",
     # FLOPs and step totals
     "matmul_params", "attention_flops_per_token", "decode_step_flops", "decode_step_bytes",
-    "prefill_flops", "prefill_bytes", "MLA_FORMS", "MAX_PARAM_COUNT",
+    "prefill_flops", "prefill_bytes", "MLA_FORMS",
 ]
-# also public, for the modules above (not re-exported by ``ldf``): as_model_config, as_model_or_count,
-# tensor_bytes, quantised_matmul_params
+# also public, for the modules above (not re-exported by ``ldf``): tensor_bytes, quantised_matmul_params
 
 _EMBEDDING_MODES = ("rows", "table")
 #: MLA attention forms: ``"absorbed"`` (decode kernels that read only the latent, e.g. FlashMLA)
 #: and ``"naive"`` (K and V up-projected per head; prefill kernels).
 MLA_FORMS = ("absorbed", "naive")
-
-
-#: The largest bare parameter count the calculators accept (``cfg`` given as a number): 1e18,
-#: a million times the largest published model (about 1e12 parameters, Kimi K2's 1.04e12), so
-#: that FLOP and byte counts built from it stay far inside a float's range.
-MAX_PARAM_COUNT = 1e18
-
-
-def as_model_or_count(cfg):
-    """``cfg`` as the calculators take it: a ModelConfig, a preset name (looked up), or a bare
-    parameter count (int/float in (0, :data:`MAX_PARAM_COUNT`], returned as given).
-
-    Raises:
-        ValueError: an unknown preset, a count out of range, anything else (naming ``cfg``).
-    """
-    if isinstance(cfg, ModelConfig):
-        return cfg
-    if isinstance(cfg, str):
-        return model_config(cfg)
-    if isinstance(cfg, (int, float)) and not isinstance(cfg, bool):
-        require_positive("cfg (parameter count)", cfg, integer=False)
-        if not cfg <= MAX_PARAM_COUNT:
-            raise ValueError(f"cfg={cfg!r} is not allowed; a parameter count must be at most "
-                             f"MAX_PARAM_COUNT={MAX_PARAM_COUNT:g}")
-        return cfg
-    raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig, a preset name or a parameter count")
-
-
-def as_model_config(cfg) -> ModelConfig:
-    """``cfg`` as a ModelConfig: a ModelConfig, or a preset name looked up.
-
-    Raises:
-        ValueError: an unknown preset, a bare parameter count, anything else (naming ``cfg``).
-    """
-    c = as_model_or_count(cfg)
-    if not isinstance(c, ModelConfig):
-        raise ValueError(f"cfg={cfg!r} is not allowed here; give a ModelConfig or a preset name")
-    return c
 
 
 # =============================================================================================
@@ -195,7 +156,7 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``n_tokens`` < 1, unknown dtype/format or
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``n_tokens`` < 1, unknown dtype/format or
             ``embedding``, a group size that does not divide.
             Counts (``n_tokens``) so large that a result overflows a float: a
             ValueError naming them.
@@ -323,7 +284,7 @@ def matmul_params(cfg, *, active: bool = True) -> int:
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`].
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`].
     """
     cfg = as_model_or_count(cfg)
     if not isinstance(cfg, ModelConfig):
@@ -429,7 +390,7 @@ def decode_step_flops(cfg, batch: int = 1, context_len: int = 0, *, mla: str = "
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, context with a
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, context with a
             bare count, unknown ``mla``.
     """
     cfg = as_model_or_count(cfg)
@@ -459,7 +420,7 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, unknown dtype,
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, unknown dtype,
             context with a bare count.
             Counts (``batch``, ``context_len``) so large that a result overflows a float: a
             ValueError naming them.
@@ -488,7 +449,7 @@ def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = Fa
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown ``mla``.
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown ``mla``.
     """
     cfg = as_model_or_count(cfg)
     require_positive("prompt_len", prompt_len)
@@ -511,7 +472,7 @@ def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown dtype.
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown dtype.
             Counts (``prompt_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """

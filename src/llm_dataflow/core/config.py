@@ -23,9 +23,10 @@ from .units import require_nonnegative, require_positive
 __all__ = [
     "ModelConfig", "model_config", "MODEL_PRESETS", "TensorSpec", "tensor_specs",
     "param_count",
-    "MAX_LAYERS", "MAX_EXPERTS", "MAX_DIM",
+    "MAX_LAYERS", "MAX_EXPERTS", "MAX_DIM", "MAX_PARAM_COUNT",
 ]
-# also public, for kv and the views (not re-exported by ``ldf``): require_model_config
+# also public, for the modules that take a model argument (not re-exported by ``ldf``):
+# require_model_config, as_model_config, as_model_or_count
 
 _NORMS = ("rmsnorm", "layernorm")
 _MLPS = ("swiglu", "geglu", "gelu")
@@ -615,3 +616,42 @@ def model_config(name: str) -> ModelConfig:
     if not isinstance(name, str) or name not in MODEL_PRESETS:
         raise ValueError(f"model={name!r} is not a preset; allowed: {', '.join(MODEL_PRESETS)}")
     return MODEL_PRESETS[name]
+
+
+# --- the model argument of the calculators ---------------------------------------------------
+#: The largest bare parameter count the calculators accept (``cfg`` given as a number): 1e18,
+#: a million times the largest published model (about 1e12 parameters, Kimi K2's 1.04e12), so
+#: that FLOP and byte counts built from it stay far inside a float's range.
+MAX_PARAM_COUNT = 1e18
+
+
+def as_model_or_count(cfg):
+    """``cfg`` as the calculators take it: a ModelConfig, a preset name (looked up), or a bare
+    parameter count (int/float in (0, :data:`MAX_PARAM_COUNT`], returned as given).
+
+    Raises:
+        ValueError: an unknown preset, a count out of range, anything else (naming ``cfg``).
+    """
+    if isinstance(cfg, ModelConfig):
+        return cfg
+    if isinstance(cfg, str):
+        return model_config(cfg)
+    if isinstance(cfg, (int, float)) and not isinstance(cfg, bool):
+        require_positive("cfg (parameter count)", cfg, integer=False)
+        if not cfg <= MAX_PARAM_COUNT:
+            raise ValueError(f"cfg={cfg!r} is not allowed; a parameter count must be at most "
+                             f"MAX_PARAM_COUNT={MAX_PARAM_COUNT:g}")
+        return cfg
+    raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig, a preset name or a parameter count")
+
+
+def as_model_config(cfg) -> ModelConfig:
+    """``cfg`` as a ModelConfig: a ModelConfig, or a preset name looked up.
+
+    Raises:
+        ValueError: an unknown preset, a bare parameter count, anything else (naming ``cfg``).
+    """
+    c = as_model_or_count(cfg)
+    if not isinstance(c, ModelConfig):
+        raise ValueError(f"cfg={cfg!r} is not allowed here; give a ModelConfig or a preset name")
+    return c

@@ -8,8 +8,8 @@ import functools
 import math
 from dataclasses import dataclass
 
-from .accounting import activation_bytes, as_model_config, kv_bytes, tensor_bytes
-from .config import ModelConfig, tensor_specs
+from .accounting import activation_bytes, kv_bytes, tensor_bytes
+from .config import ModelConfig, as_model_config, tensor_specs
 from .formats import PrecisionPlan, as_precision_plan
 from .hardware import HardwareSpec, hardware
 from .kv import kv_token_bytes

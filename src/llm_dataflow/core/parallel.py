@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import math
 
-from .accounting import as_model_config
 from .collectives import collective_bytes_per_rank
-from .config import MAX_LAYERS, ModelConfig
+from .config import MAX_LAYERS, ModelConfig, as_model_config
 from .formats import as_precision_plan
 from .units import dtype_bytes, no_overflow, require_nonnegative, require_positive
 

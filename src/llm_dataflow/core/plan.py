@@ -21,8 +21,8 @@ import math
 import os
 import sys
 
-from .accounting import as_model_config, kv_bytes, weight_bytes
-from .config import MODEL_PRESETS, ModelConfig, model_config, param_count
+from .accounting import kv_bytes, weight_bytes
+from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count
 from .fit import memory_fit
 from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
 from .hardware import HARDWARE

@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .accounting import (as_model_or_count, decode_step_bytes, decode_step_flops, prefill_bytes, prefill_flops,
+from .accounting import (decode_step_bytes, decode_step_flops, prefill_bytes, prefill_flops,
                          quantised_matmul_params, weight_bytes_read)
-from .config import ModelConfig
+from .config import ModelConfig, as_model_or_count
 from .formats import as_precision_plan
 from .hardware import HardwareSpec, hardware
 from .units import check_dtype, no_overflow, require_nonnegative, require_positive

@@ -49,7 +49,7 @@ import torch
 
 from .measure import device as _default_device
 from .measure import progress, synchronize, time_calls
-from .units import KiB, MiB, fmt_bytes, require_positive
+from .core.units import KiB, MiB, fmt_bytes, require_positive
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
            "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",

@@ -12,7 +12,7 @@ import numbers
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "DTYPE_BITS", "dtype_bits", "dtype_bytes", "check_dtype",
-    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
+    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "measured_count", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
     "require_positive", "require_nonnegative",
 ]
 
@@ -258,6 +258,16 @@ def fmt_time(seconds: float, digits: int = 3) -> str:
     return fmt_si(seconds, "s", digits)
 
 
+_MEASURED = [0]   # how many measured values this process has formatted (see measured_count)
+
+
+def measured_count() -> int:
+    """How many values :func:`fmt_measured` has formatted in this process: a cell that changes
+    it printed a measured value, and ``llm_dataflow.measure.stamp_measuring_cells`` puts the
+    run stamp under it."""
+    return _MEASURED[0]
+
+
 def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
     """Format a *measured* number as ``'<value> <unit> (measured)'``.
 
@@ -270,6 +280,7 @@ def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
             0..:data:`MAX_DIGITS`.
     """
     value, unit, digits = _number("value", value), _text("unit", unit), _digits(digits)
+    _MEASURED[0] += 1
     if not math.isfinite(value):
         return f"nan {unit} (measured)"
     return f"{value:.{digits}g} {unit} (measured)".replace("  ", " ")

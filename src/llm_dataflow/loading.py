@@ -718,7 +718,7 @@ class LoadHop:
         if self.model_bandwidth is None:
             return self.model_source
         if self.model_measured:
-            return f"{fmt_measured(self.model_bandwidth / 1e9, 'GB/s')} ({self.model_source})"
+            return f"≤ {fmt_measured(self.model_bandwidth / 1e9, 'GB/s', modelled=True)} ({self.model_source})"
         return f"{self.model_bandwidth / 1e9:.3g} GB/s ({self.model_source})"
 
     @property

@@ -268,12 +268,14 @@ def measured_count() -> int:
     return _MEASURED[0]
 
 
-def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
+def fmt_measured(value: float, unit: str, digits: int = 3, *, modelled: bool = False) -> str:
     """Format a *measured* number as ``'<value> <unit> (measured)'``.
 
     Every number that depends on the reader's machine goes through this function, so that one
     regular expression in ``tests/nbval_sanitize.cfg`` masks it when nbval compares saved
-    outputs, while analytic numbers stay compared exactly.
+    outputs, while analytic numbers stay compared exactly.  ``modelled=True`` tags a number the
+    model computes *from* measured ones but that nothing measured (an overlap that was not run,
+    the rate a table read would need): ``'<value> <unit> (modelled from measured)'``.
 
     Raises:
         ValueError: ``value`` not a number, ``unit`` not a string, ``digits`` not an integer in
@@ -281,6 +283,7 @@ def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
     """
     value, unit, digits = _number("value", value), _text("unit", unit), _digits(digits)
     _MEASURED[0] += 1
+    tag = "(modelled from measured)" if modelled else "(measured)"
     if not math.isfinite(value):
-        return f"nan {unit} (measured)"
-    return f"{value:.{digits}g} {unit} (measured)".replace("  ", " ")
+        return f"nan {unit} {tag}"
+    return f"{value:.{digits}g} {unit} {tag}".replace("  ", " ")

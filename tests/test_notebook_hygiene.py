@@ -130,7 +130,7 @@ def test_one_run_per_notebook_checks(tmp_path):
     import nbformat
 
     tool = _tool()
-    a, b = "[run 0a1b2c · AMD EPYC · CPU, 2 threads]", "[run ffee00 · Intel Xeon · CPU, 2 threads]"
+    a, b = "[run 0a1b2c · AMD EPYC · 2 CPUs]", "[run ffee00 · Intel Xeon · 2 CPUs]"
     out = lambda text: nbformat.v4.new_output("stream", name="stdout", text=text)  # noqa: E731
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("m()", outputs=[out(f"8.7 GB/s (measured)\n{a}\n")]),

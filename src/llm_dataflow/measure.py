@@ -259,12 +259,14 @@ def _machine() -> str:
 
 
 def run_stamp(dev: torch.device | None = None) -> str:
-    """A short stamp naming this run and machine, e.g. ``[run 3f9a1c · AMD EPYC · CPU, 2 threads]``
-    (``[run … · NVIDIA H100 80GB HBM3]`` on a GPU).  The id (:data:`RUN_ID`) is made once per
-    process, so two outputs with the same stamp come from one kernel on one machine."""
+    """A short stamp naming this run and machine, e.g. ``[run 3f9a1c · AMD EPYC · 2 CPUs]`` (the
+    processor and its logical CPUs, ``os.cpu_count``; ``[run … · NVIDIA H100 80GB HBM3]`` on a
+    GPU).  The id (:data:`RUN_ID`) is made once per process, so two outputs with the same stamp
+    come from one kernel on one machine.  Nothing in it changes within a run (a notebook may
+    change torch's thread count between cells; ``describe_device`` prints that)."""
     dev = dev or device()
     where = (torch.cuda.get_device_name(dev) if dev.type == "cuda"
-             else f"{_machine()} · CPU, {torch.get_num_threads()} threads")
+             else f"{_machine()} · {os.cpu_count() or '?'} CPUs")
     return f"[run {RUN_ID} · {where}]"
 
 

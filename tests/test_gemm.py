@@ -161,3 +161,16 @@ def test_kernel_restores_thread_setting():
     n = torch.get_num_threads()
     tiled_matmul(torch.randn(5, 4), torch.randn(4, 3), 2, 2, 2)
     assert torch.get_num_threads() == n
+
+
+def test_logical_operand_reads_are_not_traffic():
+    """Chapter 04 §3: the 4096³ bf16 GEMM's 2MNK·b logical operand reads at the H100's bf16 peak
+    would need about 2 PB/s, 64× its shared-memory bandwidth; one Hopper wgmma m64n256k16
+    fetches 10,240 B of operands for 1,048,576 B of logical operand reads."""
+    t = ldf.gemm_traffic(4096, 4096, 4096, 128, 128, 64, "bf16")
+    h100 = ldf.hardware("H100-SXM")
+    smem = next(m.bandwidth for m in ldf.memory_tiers(h100.name) if m.tier.startswith("shared memory"))
+    need = t.operand_bytes / (t.flops / h100.peak_flops["bf16"])
+    assert f"{need / 1e15:.2f}" == "1.98" and round(need / smem) == 64 and f"{smem / 1e12:.1f}" == "30.9"
+    mma = ldf.gemm_traffic(64, 256, 16, 64, 256, 16, "bf16")
+    assert (mma.x_loads + mma.w_loads) * 2 == 10_240 and mma.operand_bytes == 1_048_576

@@ -53,6 +53,9 @@ def test_sanitizer_masks_measured_format():
     out = re.sub(sec["regex"], sec["replace"], "read " + ldf.fmt_measured(41.2345, "GB/s") + " and "
                  + ldf.fmt_measured(1.5e-5, "s"))
     assert out == "read~MEASURED GB/s (measured) and~MEASURED s (measured)"  # before the whitespace rule
+    derived = ldf.fmt_measured(989.2, "GB/s", modelled=True)
+    assert derived == "989 GB/s (modelled from measured)"
+    assert re.sub(sec["regex"], sec["replace"], "x " + derived) == "x~MEASURED GB/s (modelled from measured)"
 
 
 def test_measure_helpers():

@@ -254,7 +254,7 @@ decode_bandwidth time_prefill time_decode_step peak_memory_bytes fusion_benchmar
 cache_levels available_memory_bytes time_calls memory_mountain call_overhead tier_bandwidth dram_onset
 last_level_cache_bytes past_last_level_bytes parse_lscpu_caches kv_cache_speedup offload_run offload_table
 linear_choice linear_candidates reset_linear_choice choose_linear_kernel demo_collectives
-timed_greedy_generate time_speculative""".split()
+timed_greedy_generate time_speculative tier_probe_bytes physical_ram_bytes run_stamp measured_count""".split()
 _FILES_PROCESSES_UI = """minilm_checkpoint read_safetensors_header evict_from_page_cache read_rows_lazily
 write_sharded_checkpoint checkpoint_files load_sharded_checkpoint inspect_checkpoint measure_load_path
 checkpoint_dir_from_env minilm_tokenizer book_corpus train_byte_bpe render_chat read_tokenizer_config
@@ -262,7 +262,7 @@ load_model_arg run_distributed rank_device pick_backend free_port disagg_worker 
 demo_tensor_parallel demo_pipeline_parallel demo_expert_parallel demo_context_parallel demo_all calculator
 calculator_html calculator_rows static_views_enabled hosted_install_cell use_book_style plot_mountain
 plot_pipeline_timeline plot_topology published_measurements published_table require_positive
-require_nonnegative card_messages translate_card""".split()
+require_nonnegative card_messages translate_card stamp_measuring_cells""".split()
 NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n in _KERNELS},
                    **{n: "measures this machine" for n in _MEASURE},
                    **{n: "files, processes, figures, widgets or a validation helper (tested elsewhere)"

@@ -88,3 +88,16 @@ def test_zero_length_and_bad_input():
         ldf.kv_bytes_per_token(cfg, "fp64")
     with pytest.raises(ValueError, match="layer"):
         ldf.kv_layer_bytes_per_token(cfg, 32)
+
+
+def test_kv_weight_crossover_counts_the_gathered_rows():
+    """Chapter 06 §2: a decode step of batch b gathers b embedding rows, not the whole table, so
+    the context at which Llama-3-8B's KV read equals its weight read is (weights read) /
+    (131,072 B × b): 3,579 tokens at batch 32, not the 3,829 of the whole table."""
+    import llm_dataflow as ldf
+
+    cfg = ldf.model_config("Llama-3-8B")
+    kv = ldf.kv_bytes_per_token(cfg)
+    got = {b: round(ldf.weight_bytes_read(cfg, "bf16", b) / kv / b) for b in (1, 8, 32, 128)}
+    assert got == {1: 114_516, 8: 14_315, 32: 3_579, 128: 895}
+    assert round(ldf.weight_bytes(cfg, "bf16") / kv / 32) == 3_829

@@ -133,3 +133,32 @@ def test_weight_bytes_read_moe_and_tied():
     assert ldf.weight_bytes_read(gpt2, "bf16", 1) == pytest.approx(ldf.weight_bytes(gpt2) - 1023 * 768 * 2)
     with pytest.raises(ValueError, match="n_tokens=0"):
         ldf.weight_bytes_read(mix, "bf16", 0)
+
+
+def test_reader_tiers_probe_sizes_and_ram():
+    """Chapter 00: each cache is probed at half its size, the last level at most at 4× the level
+    below (a VM may report the host's whole L3: 260 MiB on the 2-core EPYC guest)."""
+    assert ldf.tier_probe_bytes([48 * 2**10, 2 * 2**20, 260 * 2**20]) == [24_576, 1_048_576, 8_388_608]
+    assert ldf.tier_probe_bytes([32 * 2**10, 256 * 2**10, 6 * 2**20]) == [16_384, 131_072, 1_048_576]
+    assert ldf.tier_probe_bytes([4096]) == [4096] and ldf.tier_probe_bytes([]) == []
+    with pytest.raises(ValueError, match="cache size"):
+        ldf.tier_probe_bytes([0])
+    ram = ldf.physical_ram_bytes()
+    assert ram is None or ram > 2**28
+
+
+def test_page_cache_eviction_degrades_where_the_os_lacks_it(monkeypatch, tmp_path):
+    """macOS and Windows have no posix_fadvise: eviction returns a reason instead of raising, and
+    a lazy read carries it as its note (chapter 01 prints it)."""
+    import os
+
+    path = ldf.minilm_checkpoint()
+    f = tmp_path / "x.bin"
+    f.write_bytes(b"\0" * 8192)
+    if hasattr(os, "posix_fadvise"):
+        assert ldf.evict_from_page_cache(f) is None
+    monkeypatch.delattr(os, "posix_fadvise", raising=False)
+    reason = ldf.evict_from_page_cache(f)
+    assert reason and "posix_fadvise" in reason
+    r = ldf.read_rows_lazily(path, "embeddings.word_embeddings.weight", slice(0, 2))
+    assert "posix_fadvise" in r.note and r.tensor.shape[0] == 2

@@ -123,3 +123,43 @@ def test_execute_keeps_only_the_widget_state_outputs_show():
     nb.cells = nb.cells[1:]
     ex.prune_widget_state(nb)
     assert "widgets" not in nb.metadata
+
+
+def test_one_run_per_notebook_checks(tmp_path):
+    """The run stamp and the outputs digest: a notebook whose measured outputs carry two stamps,
+    a measuring cell without one, or an output edited after execution fails the hygiene check."""
+    import nbformat
+
+    tool = _tool()
+    a, b = "[run 0a1b2c · AMD EPYC · 2 CPUs]", "[run ffee00 · Intel Xeon · 2 CPUs]"
+    out = lambda text: nbformat.v4.new_output("stream", name="stdout", text=text)  # noqa: E731
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("m()", outputs=[out(f"8.7 GB/s (measured)\n{a}\n")]),
+                nbformat.v4.new_code_cell("n()", outputs=[out("42\n")])]
+    nb.metadata["llm_dataflow"] = {"outputs_sha256": tool.outputs_digest(nb)}
+    assert tool.run_problems(nb, "x") == []
+    nb.cells[1].outputs = [out(f"9.1 GB/s (measured)\n{b}\n")]           # pasted from another run
+    problems = tool.run_problems(nb, "x")
+    assert any("digest differs" in p for p in problems) and any("2 runs" in p for p in problems)
+    nb.cells[1].outputs = [out("9.1 GB/s (measured)\n")]                  # no stamp
+    nb.metadata["llm_dataflow"] = {"outputs_sha256": tool.outputs_digest(nb)}
+    assert tool.run_problems(nb, "x") == ["x: cell 1 prints a measured value without the run stamp"]
+    del nb.metadata["llm_dataflow"]
+    assert any("no outputs digest" in p for p in tool.run_problems(nb, "x"))
+
+
+def test_run_stamp_pattern_is_one_everywhere():
+    """measure.RUN_STAMP_RE, the hygiene tool's STAMP_RE and the nbval sanitizer's run-stamp
+    section are the same expression, and run_stamp() matches it."""
+    import configparser
+    import re
+
+    import llm_dataflow as ldf
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "tests" / "nbval_sanitize.cfg", encoding="utf-8")
+    assert cfg["run-stamp"]["regex"] == ldf.RUN_STAMP_RE == _tool().STAMP_RE.pattern
+    stamp = ldf.run_stamp()
+    assert re.fullmatch(ldf.RUN_STAMP_RE, stamp) and ldf.RUN_ID in stamp
+    assert ldf.run_stamp() == stamp            # one id per process
+    assert ldf.stamp_measuring_cells() is False   # outside IPython: nothing to stamp

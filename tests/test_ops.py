@@ -170,3 +170,20 @@ def test_calculators_name_bad_inputs():
         with pytest.raises(ValueError, match=field):
             fn(**kw)
     assert ldf.layer_costs("Llama-3-8B", "decode", 1, 0)["most bytes"] == "gate_proj"   # an empty cache is allowed
+
+
+def test_eager_hf_attention_counts_transformers_full_sequence():
+    """Chapter 03: transformers' eager path for bench-llama at T = S = 128 in FP32 — repeat_kv
+    (K, V read at 4 heads, written at 16), QKᵀ and PV reading the expanded K and V, an FP32
+    [B, 1, T, S] mask, the output's contiguous() copy — against the ledger's folded sequence."""
+    cfg = ldf.model_config("bench-llama")
+    args = (1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, 128, 128, 4)
+    total = {k: sum(r + w for _, r, w in ldf.attention_traffic(*args, k)) for k in ldf.ATTENTION_KERNELS}
+    assert total == {"eager": 9_715_712, "eager-hf": 12_910_592, "fused": 1_310_720}
+    kv = 128 * 64 * 4 * cfg.n_kv_heads                      # one of K, V at H_kv heads
+    extra = (2 * kv + 2 * 4 * kv) + 2 * 3 * kv + (128 * 128 * 4 - 128 * 128) + 2 * 16 * 128 * 64 * 4
+    assert total["eager-hf"] - total["eager"] == extra      # repeat_kv, expanded reads, mask, copy
+    assert round(total["eager-hf"] / total["fused"], 2) == 9.85
+    assert round(total["eager"] / total["fused"], 1) == 7.4
+    hf = dict((k, (r, w)) for k, r, w in ldf.attention_traffic(*args, "eager-hf"))
+    assert hf["repeat_kv (K, V → H heads)"] == (2 * kv, 8 * kv)

@@ -7,6 +7,8 @@ ipywidgets state (so the web book can render widgets), and prints the wall time 
 The kernels get ``LDF_STATIC_VIEWS=1``: every calculator computes its whole grid for the web
 page's static view (``llm_dataflow.live``; a reader's JupyterLab kernel skips that work).  No
 per-cell timing metadata is written (it would change on every run and say nothing to readers).
+It saves ``metadata.llm_dataflow.outputs_sha256`` (``notebook_hygiene.outputs_digest``): the
+hygiene test recomputes it, so outputs edited or pasted after execution fail.
 The saved widget state keeps only the models that an output can show no other way (and the
 models those refer to): a finished ``ldf.progress`` bar has closed its widgets, and a calculator's
 output carries its own ``text/html`` (the web book and an untrusted JupyterLab show that).  A
@@ -27,6 +29,8 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from notebook_hygiene import outputs_digest  # noqa: E402
 
 
 def kernel_env() -> None:
@@ -73,6 +77,7 @@ def execute(path: pathlib.Path, timeout: int = 600) -> float:
     for cell in nb.cells:   # timings of an earlier run
         cell.metadata.pop("execution", None)
     prune_widget_state(nb)
+    nb.metadata.setdefault("llm_dataflow", {})["outputs_sha256"] = outputs_digest(nb)
     nbformat.write(nb, path)
     return elapsed
 

@@ -17,7 +17,15 @@
    the notebook opens marked modified.  ``--fix`` also drops nbclient's per-cell timing metadata
    (``metadata.execution``), which changes on every run and means nothing to a reader.
 
-``--fix`` changes sources and metadata only, never outputs.
+5. One run per notebook, not edited after it: ``tools/execute_notebooks.py`` writes
+   ``metadata.llm_dataflow.outputs_sha256`` (:func:`outputs_digest`, over every code cell's source
+   and outputs); a notebook whose sources or outputs changed since (an output edited by hand, a
+   cell pasted from another run, a source changed without re-executing) fails.  Every code cell
+   that prints a measured value (``(measured)`` in its text outputs) carries the run stamp
+   (``llm_dataflow.measure.run_stamp``), and all stamps of a notebook are one: one kernel on one
+   machine made every measured number the chapter shows.
+
+``--fix`` changes sources and metadata only, never outputs (and so never the digest's outputs).
 """
 from __future__ import annotations
 
@@ -63,6 +71,56 @@ def markers_to_tags(cell) -> bool:
     cell.source = "\n".join(kept)
     cell.metadata["tags"] = tags
     return True
+
+
+#: The run stamp as it is printed (``llm_dataflow.measure.RUN_STAMP_RE``; kept here as text so the
+#: check runs without importing torch).
+STAMP_RE = re.compile(r"\[run [0-9a-f]{6} · [^\]\n]*\]")
+
+
+def outputs_digest(nb) -> str:
+    """SHA-256 over every code cell's source and outputs (canonical JSON): what
+    ``tools/execute_notebooks.py`` saves in ``metadata.llm_dataflow.outputs_sha256``."""
+    import hashlib
+    import json
+
+    cells = [[c.source, c.get("outputs", [])] for c in nb.cells if c.cell_type == "code"]
+    text = json.dumps(cells, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _text_outputs(cell) -> str:
+    """The text a code cell's outputs show (streams, text/plain, text/html; not figures)."""
+    parts = []
+    for o in cell.get("outputs", []):
+        parts.append(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"]))
+        for mime in ("text/plain", "text/html"):
+            v = o.get("data", {}).get(mime, "")
+            parts.append(v if isinstance(v, str) else "".join(v))
+    return "\n".join(parts)
+
+
+def run_problems(nb, name: str) -> list[str]:
+    """The one-run checks (item 5 of this module's docstring) on a notebook's RAW saved outputs."""
+    problems = []
+    saved = nb.metadata.get("llm_dataflow", {}).get("outputs_sha256")
+    if saved is None:
+        problems.append(f"{name}: no outputs digest; execute it with tools/execute_notebooks.py")
+    elif saved != outputs_digest(nb):
+        problems.append(f"{name}: sources or outputs changed after execution (digest differs); "
+                        "re-execute it with tools/execute_notebooks.py")
+    stamps = set()
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        text = _text_outputs(cell)
+        found = set(STAMP_RE.findall(text))
+        stamps |= found
+        if ("(measured)" in text or "(modelled from measured)" in text) and not found:
+            problems.append(f"{name}: cell {i} prints a measured value without the run stamp")
+    if len(stamps) > 1:
+        problems.append(f"{name}: measured outputs from {len(stamps)} runs: {sorted(stamps)}")
+    return problems
 
 
 def _figure_alt(md: str) -> str | None:
@@ -122,6 +180,7 @@ def process(path: pathlib.Path, fix: bool) -> list[str]:
         if not have:
             problems.append(f"{path.name}: cell {i} shows a figure without alt text "
                             "(write a 'Figure: …' paragraph in the markdown cell before it)")
+    problems += run_problems(nb, path.name)
     if changed:
         nbformat.write(nb, path)
     return problems

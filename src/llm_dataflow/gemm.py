@@ -110,14 +110,17 @@ class GemmTraffic:
 
     @property
     def operand_bytes(self) -> float:
-        """Bytes the multiply-adds read from the tile working set: each of the ``M·N·K``
-        multiply-adds reads one X and one W element, ``2·M·N·K·b`` bytes."""
+        """Logical operand bytes: each of the ``M·N·K`` multiply-adds names one X and one W
+        element, ``2·M·N·K·b`` bytes.  A count of operand *uses*, not bytes any memory serves: a
+        tensor-core instruction fetches its operand tiles once and reuses them across its own
+        multiply-adds (Hopper's ``wgmma`` m64n256k16 in bf16 fetches 10,240 B for 1,048,576 B of
+        logical operand reads: ``gemm_traffic(64, 256, 16, 64, 256, 16, "bf16")``)."""
         return 2 * self.M * self.N * self.K * self.bytes_per_element
 
     @property
     def reuse(self) -> float:
-        """Uses per loaded byte: operand bytes served by the working set ÷ bytes loaded from
-        global memory.  1.0 means no reuse (1×1×1 tiles); it approaches
+        """Uses per loaded byte: logical operand bytes (:attr:`operand_bytes`) ÷ bytes loaded
+        from global memory.  1.0 means no reuse (1×1×1 tiles); it approaches
         ``2/(1/block_n + 1/block_m)`` for large M, N."""
         return self.operand_bytes / self.loaded_bytes
 

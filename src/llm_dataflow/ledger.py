@@ -10,7 +10,8 @@ movement, how many bytes move and how often:
   back by the sampler).
 
 Assumptions (stated so a reader can change them): attention reads each K/V byte once per
-forward pass (an idealisation: FlashAttention re-reads K/V once per query block); the residual
+forward pass (an idealisation: FlashAttention-2 streams K/V once per block of queries, and
+FlashAttention-1 reads K/V once but re-reads Q and O once per K/V block); the residual
 stream between layers is written once and read once per layer (everything inside a layer fused,
 which no engine fully achieves: QKV and MLP intermediates also round-trip HBM); logits are FP32
 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
@@ -20,6 +21,7 @@ tokens route to (uniform routing).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .core.accounting import kv_bytes, kv_read_over_steps, weight_bytes, weight_bytes_read
@@ -31,7 +33,8 @@ from .core.kv import kv_token_bytes
 from .core.units import GB, check_dtype, dtype_bits, no_overflow, require_positive
 from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
-__all__ = ["LedgerRow", "request_ledger", "movement_totals", "MemoryTier", "memory_tiers", "reader_tiers", "ledger_summary", "MOVEMENTS"]
+__all__ = ["LedgerRow", "request_ledger", "movement_totals", "MemoryTier", "memory_tiers", "reader_tiers", "tier_probe_bytes", "physical_ram_bytes",
+           "ledger_summary", "MOVEMENTS"]
 
 #: The four kinds of movement of chapter 00.
 MOVEMENTS = ("host→device", "HBM→on-chip", "on-chip→HBM", "GPU↔GPU")
@@ -191,31 +194,66 @@ def memory_tiers(hw: HardwareSpec | str) -> list[MemoryTier]:
 
 def reader_tiers(dram_probe_bytes: int | None = None, show_progress: bool = False) -> list[MemoryTier]:
     """This machine's CPU tiers: each cache the OS reports (capacity per instance) and main
-    memory (physical RAM), with read bandwidth *measured* by :func:`llm_dataflow.memory.memory_mountain`
-    at half of each cache's size and at ``dram_probe_bytes`` for DRAM (one thread; default four
-    times the reported last-level cache and at least 256 MiB,
-    :func:`llm_dataflow.memory.past_last_level_bytes` — a VM may report a host's whole L3).
+    memory (physical RAM), with read bandwidth *measured* on ONE thread (one core's figure, not
+    the whole chip's) by :func:`llm_dataflow.memory.memory_mountain` at a working set inside each
+    tier (:func:`tier_probe_bytes`) and at ``dram_probe_bytes`` for DRAM (default four times the
+    reported last-level cache and at least 256 MiB, :func:`llm_dataflow.memory.past_last_level_bytes`).
 
-    Bandwidths are measurements (B/s) — print them with ``fmt_measured``.
+    Bandwidths are measurements (B/s) — print them with ``fmt_measured``.  Physical RAM comes from
+    ``os.sysconf`` where the OS has it, else ``psutil`` (Windows), else ``None``.
 
     Raises:
         ValueError: ``dram_probe_bytes`` not a positive integer.
     """
-    import os
-
 
     if dram_probe_bytes is None:
         dram_probe_bytes = past_last_level_bytes(4, minimum=256 * 2**20)
     require_positive("dram_probe_bytes", dram_probe_bytes)
     caches = [c for c in cache_levels() if c.type in ("Data", "Unified")]
-    sizes = [max(4096, c.size_bytes // 2) for c in caches] + [dram_probe_bytes]
-    pts = memory_mountain(sizes=sizes, ops=("read",), repeat=3, show_progress=show_progress)
+    probes = tier_probe_bytes([c.size_bytes for c in caches])
+    pts = memory_mountain(sizes=probes + [dram_probe_bytes], ops=("read",), repeat=3, show_progress=show_progress)
     bw = {p.working_set_bytes: p.bandwidth for p in pts}
-    tiers = [MemoryTier(f"CPU {c.name}", c.size_bytes, bw[max(4096, c.size_bytes // 2)], f"OS ({c.source}); measured")
-             for c in caches]
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    tiers.append(MemoryTier("host DRAM", ram, bw[dram_probe_bytes], "os.sysconf; measured"))
+    tiers = [MemoryTier(f"CPU {c.name}", c.size_bytes, bw[n], f"OS ({c.source}); measured at {n:,} B, one thread")
+             for c, n in zip(caches, probes)]
+    tiers.append(MemoryTier("host DRAM", physical_ram_bytes(), bw[dram_probe_bytes],
+                            f"OS; measured at {dram_probe_bytes:,} B, one thread"))
     return tiers
+
+
+def tier_probe_bytes(cache_sizes: list[int]) -> list[int]:
+    """The working set (bytes) at which :func:`reader_tiers` probes each cache, smallest level
+    first: half of each level's reported size, but for the last level at most four times the
+    level below it (and at least 4 KiB).  Why the cap: the OS may report the whole chip's (or on a
+    VM the host's) last-level cache, of which one core reaches only its slice — AMD EPYC's L3 is
+    split per CCD (32 MiB each), and a VM can report 260 MiB — so half the reported size can lie
+    past what one core caches and measure DRAM instead.
+
+    >>> tier_probe_bytes([48 * 2**10, 2 * 2**20, 260 * 2**20])
+    [24576, 1048576, 8388608]
+
+    Raises:
+        ValueError: a size that is not a positive integer.
+    """
+    for n in cache_sizes:
+        require_positive("cache size", n)
+    out = [max(4096, n // 2) for n in cache_sizes]
+    if len(cache_sizes) >= 2:
+        out[-1] = max(4096, min(out[-1], 4 * cache_sizes[-2]))
+    return out
+
+
+def physical_ram_bytes() -> int | None:
+    """Physical RAM in bytes: ``os.sysconf`` (Linux, macOS), else ``psutil`` (Windows), else None."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):   # Windows has no os.sysconf
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:   # noqa: BLE001 - no psutil, or it cannot tell: the capacity stays unknown
+        return None
 
 
 @no_overflow('prompt_len', 'output_len', 'batch')

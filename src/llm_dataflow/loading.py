@@ -1,9 +1,8 @@
 """Chapter 01 — model loading: checkpoint formats, capacity, and the measured load path.
 
-The safetensors format (https://huggingface.co/docs/safetensors): an 8-byte little-endian
-unsigned header length N, then N bytes of JSON mapping each tensor name to ``dtype``, ``shape``
-and ``data_offsets`` (begin, end) relative to the byte buffer that follows the header, and an
-optional ``__metadata__`` entry.  Tensors are stored row-major and little-endian.
+The safetensors format (https://huggingface.co/docs/safetensors): an 8-byte little-endian header
+length N, then N bytes of JSON: per tensor ``dtype``, ``shape``, ``data_offsets`` (begin, end;
+relative to the buffer after the header); an optional ``__metadata__``.  Row-major, little-endian.
 """
 from __future__ import annotations
 
@@ -209,25 +208,31 @@ def tensor_file_range(header_len: int, info: dict) -> tuple[int, int]:
     return 8 + header_len + b, 8 + header_len + e
 
 
-def evict_from_page_cache(path) -> None:
-    """Ask the kernel to drop ``path``'s clean pages from the page cache
-    (``posix_fadvise(POSIX_FADV_DONTNEED)``), so the next read comes from storage."""
+def evict_from_page_cache(path) -> str | None:
+    """Drop ``path``'s clean pages from the page cache (``posix_fadvise(POSIX_FADV_DONTNEED)``) so
+    the next read comes from storage; ``None`` if asked, else why not (no ``posix_fadvise``)."""
+    if not hasattr(os, "posix_fadvise"):
+        return "no posix_fadvise on this OS (macOS, Windows): the file may still be cached"
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+    return None
 
 
-def _resident_pages(mm: mmap.mmap, size: int) -> int:
-    """Pages of a mapping currently in memory, by ``mincore(2)``."""
+def _resident_pages(mm: mmap.mmap, size: int) -> int | None:
+    """Pages of a mapping currently in memory, by ``mincore(2)``; ``None`` without it (Windows)."""
     import numpy as np
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        mincore = ctypes.CDLL(None, use_errno=True).mincore
+    except (OSError, TypeError, AttributeError):
+        return None
     n = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
     vec = (ctypes.c_ubyte * n)()
     addr = np.frombuffer(mm, dtype=np.uint8).ctypes.data
-    if libc.mincore(ctypes.c_void_p(addr), ctypes.c_size_t(size), vec) != 0:
+    if mincore(ctypes.c_void_p(addr), ctypes.c_size_t(size), vec) != 0:
         raise OSError(ctypes.get_errno(), "mincore failed")
     return sum(v & 1 for v in vec)
 
@@ -239,22 +244,22 @@ class LazyRead:
     Attributes:
         tensor: the rows read, ``[rows, *shape[1:]]`` (F4: last dimension halved, two FP4 values
             per ``torch.float4_e2m1fn_x2`` element, as ``safetensors.torch`` returns it).
-        bytes_requested: bytes of those rows in the file.
-        byte_range: absolute ``[begin, end)`` file offsets read.
-        file_bytes: size of the whole file.
+        bytes_requested / byte_range / file_bytes: bytes of those rows, their absolute
+            ``[begin, end)`` offsets, the size of the whole file.
         pages_resident_before / pages_resident_after: pages of the file in the page cache
-            (``mincore``) before and after the read; after eviction, the difference is what the
-            read touched.
-        page_size: bytes per page.
+            (``mincore``; ``None`` without it, on Windows) before and after the read; after
+            eviction, the difference is what the read touched.  page_size: bytes per page.
+        note: '' or why the page counts mean less here (no eviction, no ``mincore``).
     """
 
     tensor: torch.Tensor
     bytes_requested: int
     byte_range: tuple
     file_bytes: int
-    pages_resident_before: int
-    pages_resident_after: int
+    pages_resident_before: int | None
+    pages_resident_after: int | None
     page_size: int
+    note: str = ""
 
     @property
     def pages_expected(self) -> int:
@@ -282,8 +287,8 @@ def _torch_view_shape(name: str, dt: str, shape: list) -> list:
 def read_rows_lazily(path, name: str, rows: slice, evict: bool = True) -> LazyRead:
     """Read rows ``rows`` of tensor ``name`` through a memory map, touching only their pages.
 
-    The map is advised ``MADV_RANDOM`` (no readahead), so the pages that become resident are the
-    pages the copy faulted in.  With ``evict=True`` the file is first dropped from the page cache.
+    The map is advised ``MADV_RANDOM`` (no readahead, where the OS has it), so the pages that
+    become resident are the pages the copy faulted in.  ``evict=True``: drop the file first.
     Every safetensors dtype torch can hold is read (F4 as ``torch.float4_e2m1fn_x2``); rows of a
     zero-element tensor come back empty with the right shape.
 
@@ -308,13 +313,13 @@ def read_rows_lazily(path, name: str, rows: slice, evict: bool = True) -> LazyRe
     row_bytes = math.prod(shape[1:]) * SAFETENSORS_DTYPE_BITS[dt] // 8  # whole bytes: F4 rows are even
     t0, _ = tensor_file_range(n, info)
     b, e = t0 + start * row_bytes, t0 + stop * row_bytes
-    if evict:
-        evict_from_page_cache(path)
+    note = (evict_from_page_cache(path) or "") if evict else ""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         mm = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
         try:
-            mm.madvise(mmap.MADV_RANDOM)
+            if hasattr(mmap, "MADV_RANDOM"):   # not on Windows
+                mm.madvise(mmap.MADV_RANDOM)
             before = _resident_pages(mm, size)
             chunk = bytearray(mm[b:e])  # the only bytes copied out of the file
             after = _resident_pages(mm, size)
@@ -323,7 +328,8 @@ def read_rows_lazily(path, name: str, rows: slice, evict: bool = True) -> LazyRe
     tdt = _TORCH_DTYPES[dt]
     t = torch.frombuffer(chunk, dtype=tdt).reshape(stop - start, *view[1:]) if e > b \
         else torch.empty(stop - start, *view[1:], dtype=tdt)
-    return LazyRead(t, e - b, (b, e), size, before, after, mmap.PAGESIZE)
+    return LazyRead(t, e - b, (b, e), size, before, after, mmap.PAGESIZE,
+                    note if before is not None else "no mincore on this OS (Windows): pages not counted")
 
 
 def write_sharded_checkpoint(state_dict: dict, folder, max_shard_bytes: int, metadata: dict | None = None) -> list:
@@ -687,16 +693,12 @@ class LoadHop:
         nbytes: payload bytes of the hop: what it delivers (a copy) or consumes (a conversion:
             the source tensors' bytes).  :attr:`bandwidth` is ``nbytes`` per second.
         seconds: measured wall time (``None`` when the hop was not run on this machine).
-        model_bandwidth: the expectation in payload B/s (``nbytes`` per second), comparable with
-            :attr:`bandwidth` (``None`` if none applies).  For in-memory hops it is the copy
-            bandwidth given (STREAM convention: bytes read + bytes written per second) times
-            ``nbytes / traffic_bytes``.
-        model_source: what the expectation is.
-        model_measured: the expectation is itself a measurement of this machine.
-        traffic_bytes: bytes the hop reads plus bytes it writes in memory (``None`` for storage
-            and link hops, whose expectation is per payload byte): a copy reads and writes each
-            byte (2 · ``nbytes``); an FP32 → BF16 conversion reads 4 B and writes 2 B per element
-            (1.5 · ``nbytes``).
+        model_bandwidth: the expectation in payload B/s, comparable with :attr:`bandwidth`
+            (``None`` if none applies); in-memory hops: the copy bandwidth given (STREAM: bytes
+            read + written per second) × ``nbytes / traffic_bytes``.
+        model_source / model_measured: what the expectation is; whether it is itself measured.
+        traffic_bytes: bytes the hop reads plus writes in memory (``None`` for storage and link
+            hops): a copy 2 · ``nbytes``; an FP32 → BF16 conversion (4 B read, 2 B written) 1.5 ·.
     """
 
     hop: str
@@ -713,7 +715,7 @@ class LoadHop:
         if self.model_bandwidth is None:
             return self.model_source
         if self.model_measured:
-            return f"{fmt_measured(self.model_bandwidth / 1e9, 'GB/s')} ({self.model_source})"
+            return f"≤ {fmt_measured(self.model_bandwidth / 1e9, 'GB/s', modelled=True)} ({self.model_source})"
         return f"{self.model_bandwidth / 1e9:.3g} GB/s ({self.model_source})"
 
     @property
@@ -733,14 +735,12 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
 
     ``memory_bandwidth`` (B/s), when given, is a copy bandwidth counted as STREAM counts it (bytes
     read + bytes written per second, e.g. :func:`~llm_dataflow.memory.memory_mountain`'s
-    ``"copy"``).  Each in-memory hop's expectation compares like with like: it is that figure
-    times the hop's payload over its traffic (:attr:`LoadHop.traffic_bytes`) — half of it for
-    the page cache → tensor copy (each byte read once, written once), two thirds of it for an
-    FP32 → BF16 conversion (4 B read, 2 B written per element, payload counted in FP32 bytes).
-    It is an upper bound: both hops write into freshly allocated memory, whose pages the OS
-    zero-fills on first touch (a write STREAM, reusing its buffers, does not pay), and the copy
-    out of the memory map also takes a page fault per page.  The host → device expectation is
-    ``host_link``'s per-direction bandwidth (a DMA moves each payload byte once over the link).
+    ``"copy"``).  Each in-memory hop's expectation is that figure × payload / traffic
+    (:attr:`LoadHop.traffic_bytes`): ½ for the page cache → tensor copy, ⅔ for FP32 → BF16 (4 B
+    read, 2 B written per element).  An upper bound: both hops write into fresh memory, which the
+    OS zero-fills on first touch, and the copy out of the map takes a page fault per page.  Host
+    → device: ``host_link``'s per-direction bandwidth.  Where the OS cannot evict the file (no
+    ``posix_fadvise``), the storage hop is named "(not evicted)" and may be a warm read.
 
     Raises:
         ValueError: unknown ``host_link``; an invalid header (:func:`read_safetensors_header`);
@@ -757,12 +757,13 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
             _convert(name, torch.empty(0, dtype=torch.float4_e2m1fn_x2), to_dtype)
     size = path.stat().st_size
     hops = []
-    evict_from_page_cache(path)
+    not_evicted = evict_from_page_cache(path)
     t0 = time.perf_counter()
     with open(path, "rb", buffering=0) as fh:
         while fh.read(1 << 24):
             pass
-    hops.append(LoadHop("storage → page cache", size, time.perf_counter() - t0, None,
+    hops.append(LoadHop("storage → page cache" + (" (not evicted)" if not_evicted else ""), size,
+                        time.perf_counter() - t0, None, not_evicted or
                         "device-specific (NVMe Gen4 x4 ≈ 7 GB/s; network storage far less)"))
     t0 = time.perf_counter()
     # load_file may hand back tensors that view the memory map; clone() makes the copy real.

@@ -3,12 +3,14 @@ measured roofline (STREAM bandwidth, matmul FLOP/s).
 
 CPU first: ``device()`` returns CUDA when a GPU is present (and ``LDF_DEVICE`` does not say
 otherwise), else CPU.  Timings synchronise the device, take the median of several repeats
-after warm-up, and are printed through :func:`llm_dataflow.units.fmt_measured`.
+after warm-up, and are printed through :func:`llm_dataflow.core.units.fmt_measured`.
 """
 from __future__ import annotations
 
 import math
 import os
+import platform
+import secrets
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -16,10 +18,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .core.units import MiB, check_dtype, require_positive
+from .core.units import MiB, check_dtype, measured_count, require_positive
 
 __all__ = ["device", "describe_device", "synchronize", "time_fn", "time_calls", "progress", "cpu_threads", "seed_all",
-           "host_to_device_seconds", "torch_threads",
+           "host_to_device_seconds", "torch_threads", "run_stamp", "stamp_measuring_cells", "RUN_STAMP_RE", "RUN_ID",
            # the measured roofline (chapter 05)
            "MeasuredRoofline", "stream_bandwidth", "gemv_bandwidth", "gemv_bandwidths", "matmul_flops",
            "cpu_supports_bf16", "measure_roofline", "best_time"]
@@ -233,10 +235,78 @@ class _NotebookProgress:
         self.close()
 
 
+#: This process's run id: made once per kernel, so every measurement a notebook prints in one
+#: execution carries the same stamp (``tests/test_notebook_hygiene.py`` checks the saved outputs).
+RUN_ID = secrets.token_hex(3)
+#: What :func:`run_stamp` prints, as a regular expression (``tests/nbval_sanitize.cfg`` masks it).
+RUN_STAMP_RE = r"\[run [0-9a-f]{6} · [^\]\n]*\]"
+_MACHINE: list[str] = []
+
+
+def _machine() -> str:
+    """The processor's name as the OS reports it (``/proc/cpuinfo`` on Linux, ``platform``
+    elsewhere), at most 40 characters; ``"unknown CPU"`` if the OS says nothing."""
+    if not _MACHINE:
+        name = ""
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+        except OSError:   # macOS, Windows: no /proc
+            pass
+        name = name or platform.processor() or platform.machine() or "unknown CPU"
+        _MACHINE.append(" ".join(name.replace("·", " ").replace("]", ")").split())[:40])
+    return _MACHINE[0]
+
+
+def run_stamp(dev: torch.device | None = None) -> str:
+    """A short stamp naming this run and machine, e.g. ``[run 3f9a1c · AMD EPYC · 2 CPUs]`` (the
+    processor and its logical CPUs, ``os.cpu_count``; ``[run … · NVIDIA H100 80GB HBM3]`` on a
+    GPU).  The id (:data:`RUN_ID`) is made once per process, so two outputs with the same stamp
+    come from one kernel on one machine.  Nothing in it changes within a run (a notebook may
+    change torch's thread count between cells; ``describe_device`` prints that)."""
+    dev = dev or device()
+    where = (torch.cuda.get_device_name(dev) if dev.type == "cuda"
+             else f"{_machine()} · {os.cpu_count() or '?'} CPUs")
+    return f"[run {RUN_ID} · {where}]"
+
+
+_STAMPED: set[int] = set()
+
+
+def stamp_measuring_cells() -> bool:
+    """Inside IPython, print :func:`run_stamp` under every cell that printed a measured value
+    (one that called :func:`llm_dataflow.core.units.fmt_measured`).  Registers once per shell;
+    :func:`seed_all` calls it.  Returns False outside IPython (a script: nothing to stamp)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    if ip is None:
+        return False
+    if id(ip) in _STAMPED:
+        return True
+    before = [measured_count()]
+
+    def pre_run_cell(info=None):
+        before[0] = measured_count()
+
+    def post_run_cell(result=None):
+        if measured_count() != before[0]:
+            print(run_stamp())
+
+    ip.events.register("pre_run_cell", pre_run_cell)
+    ip.events.register("post_run_cell", post_run_cell)
+    _STAMPED.add(id(ip))
+    return True
+
+
 def seed_all(seed: int = 0) -> None:
     """Seed torch and Python's ``random``, and make printed tables reproducible.
 
-    Every notebook calls this first.  Besides seeding, it sets pandas to print tables unwrapped
+    Every notebook calls this first.  Inside IPython it also turns on the run stamp
+    (:func:`stamp_measuring_cells`): every cell that prints a measured value ends with one line
+    naming the run and the machine.  Besides seeding, it sets pandas to print tables unwrapped
     and untruncated: otherwise a table's text re-wraps whenever a measured value's width changes,
     and the saved output would not compare equal under nbval's sanitizer.
     """
@@ -244,6 +314,7 @@ def seed_all(seed: int = 0) -> None:
 
     random.seed(seed)
     torch.manual_seed(seed)
+    stamp_measuring_cells()
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency

@@ -48,7 +48,7 @@ __all__ = ["op_ledger", "analytic_op_costs", "attention_traffic", "ledger_totals
 PHASES = ("prefill", "decode")
 
 #: How attention's bytes are counted: ``"eager"`` (the ledger's unfused sequence) or ``"fused"``.
-ATTENTION_KERNELS = ("eager", "fused")
+ATTENTION_KERNELS = ("eager", "eager-hf", "fused")
 
 #: Operators of a layer that are weight matmuls (the rows :func:`op_regions` groups as "matmuls").
 MATMUL_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "router",
@@ -87,11 +87,20 @@ def attention_traffic(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, 
       broadcast over B and H; writes N_s·e), then, when e ≠ 4, a cast to FP32 (reads N_s·e,
       writes 4·N_s), softmax in FP32 (4·N_s each way), a cast back (reads 4·N_s, writes N_s·e),
       and ``PV`` (reads N_s·e and V, writes out).  About 32 bytes per score element in FP32 and
-      in BF16 alike.
+      in BF16 alike.  A simplification of transformers' path: ``"eager-hf"`` adds what it leaves out.
+    * ``"eager-hf"`` — transformers' ``eager_attention_forward`` as it runs: ``"eager"`` plus
+      ``repeat_kv`` (reads K and V, writes them expanded to H heads: ``2·kv·H/H_kv``), ``QKᵀ`` and
+      ``PV`` reading the expanded K and V, an additive mask in the scores' dtype (``B·T·S·e``
+      read instead of ``T·S`` bytes: transformers builds ``[B, 1, T, S]``), and the output's
+      ``transpose(1, 2).contiguous()`` copy (reads and writes out).  bench-llama, T = S = 128,
+      FP32: 12,910,592 B against ``"eager"``'s 9,715,712 B and ``"fused"``'s 1,310,720 B.
     * ``"fused"`` — one kernel that keeps scores on chip (FlashAttention, Dao et al. 2022,
-      arXiv:2205.14135): q, K, V read once, out written once.  This is the floor: FlashAttention
-      streams K/V once per block of queries (its Theorem 2: Θ(N²d²/M) HBM accesses for SRAM of
-      M elements), and only caches (a GPU's L2) bring the re-reads back to about once.
+      arXiv:2205.14135): q, K, V read once, out written once.  This is the floor.  FlashAttention's
+      Algorithm 1 loads each K/V block once and, in its inner loop, re-reads Q and re-reads and
+      re-writes O once per K/V block; FlashAttention-2 (Dao 2023, arXiv:2307.08691) swaps the
+      loops and streams K/V once per block of queries.  Either way its Theorem 2 counts
+      Θ(N²d²/M) HBM accesses for SRAM of M elements, and only caches (a GPU's L2) bring the
+      re-reads back to about once.
 
     Raises:
         ValueError: a size < 1 (``keys`` < ``seq_len``), an unknown ``kernel``.
@@ -109,15 +118,21 @@ def attention_traffic(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, 
     if kernel == "fused":
         return [("fused attention (q, K, V in; out)", q + 2 * kv, q)]
     ns = batch * n_heads * seq_len * keys           # score elements
-    out = [("QKᵀ → scores", q + kv, ns * e),
-           ("scale", ns * e, ns * e),
-           ("mask", ns * e + seq_len * keys, ns * e)]
+    hf = kernel == "eager-hf"
+    kv_used = kv * n_heads // n_kv_heads if hf else kv   # K and V as QKᵀ and PV read them
+    mask = batch * seq_len * keys * e if hf else seq_len * keys
+    out = [("repeat_kv (K, V → H heads)", 2 * kv, 2 * kv_used)] if hf else []
+    out += [("QKᵀ → scores", q + kv_used, ns * e),
+            ("scale", ns * e, ns * e),
+            ("mask", ns * e + mask, ns * e)]
     if e != 4:
         out.append(("cast scores → FP32", ns * e, ns * 4))
     out.append(("softmax (FP32)", ns * 4, ns * 4))
     if e != 4:
         out.append(("cast probabilities back", ns * 4, ns * e))
-    out.append(("P·V → out", ns * e + kv, q))
+    out.append(("P·V → out", ns * e + kv_used, q))
+    if hf:
+        out.append(("out.transpose(1, 2).contiguous()", q, q))
     return out
 
 
@@ -146,7 +161,7 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
       per matmul: x is read by ``gate_proj`` and again by ``up_proj``).
     * MoE: router ``2·N·D·E``; routed experts ``N·k·(6·D·F_e + 6·F_e + 2·D)`` FLOPs (matmuls,
       SiLU·mul, weighted sum) and the weights of the ``active_experts`` that receive at least one
-      token (``3·D·F_e·e`` each; default :func:`~llm_dataflow.accounting.expected_experts_hit`
+      token (``3·D·F_e·e`` each; default :func:`~llm_dataflow.core.accounting.expected_experts_hit`
       ``E·(1 − (1 − k/E)^N)``, the expectation under *uniform* routing — the same assumption as
       ``weight_bytes_read``; a real, skewed router hits fewer, and a float results), plus per
       routed copy of a token ``(3·D + 6·F_e)·e`` (x read by the gate and the up matmul, y
@@ -420,7 +435,7 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
     token per row).  Attention is counted as a fused kernel (``attention="fused"`` of
     :func:`analytic_op_costs`: q, K, V read once, out written once), as serving engines run it;
     the unfused ledger of the chapter writes and re-reads its scores (:func:`attention_traffic`).  For MoE presets the layer is the first MoE layer, with
-    :func:`~llm_dataflow.accounting.expected_experts_hit` experts read (uniform routing, as
+    :func:`~llm_dataflow.core.accounting.expected_experts_hit` experts read (uniform routing, as
     ``weight_bytes_read`` assumes).  Returns display strings and numbers: FLOPs, bytes, arithmetic
     intensity (FLOP/B), the share of bytes that are weights, and the operators with most bytes
     and most FLOPs (from :func:`analytic_op_costs`).
@@ -473,7 +488,7 @@ def op_regions(model: str = "Llama-3-8B", phase: str = "prefill", batch: int = 1
     Groups the rows of :func:`analytic_op_costs` (``attention="fused"``) into the weight matmuls
     (:data:`MATMUL_OPS`), attention, and the rest (norms, RoPE, residual adds, SiLU·mul, the KV
     write), and compares each group's arithmetic intensity (FLOP/B) with
-    :func:`~llm_dataflow.hardware.ridge_point` for ``dtype``.  ``tokens`` is T in prefill and the
+    :func:`~llm_dataflow.core.hardware.ridge_point` for ``dtype``.  ``tokens`` is T in prefill and the
     cached context C in decode, as in :func:`layer_costs`; MoE presets use their first MoE layer.
 
     Returns:
@@ -514,7 +529,7 @@ def matmul_ridge_tokens(model: str = "Llama-3-8B", hardware: str = "H100-SXM", d
     ``N = B·T`` in prefill, ``N = B`` in a decode step.  So the same N is where a prefill of N
     prompt tokens (batch 1) and a decode step of batch N reach the ridge with their matmuls —
     attention aside.  For an MoE layer each expert sees about ``N·k/E`` of the tokens, so N is
-    larger (uniform routing, :func:`~llm_dataflow.accounting.expected_experts_hit`).
+    larger (uniform routing, :func:`~llm_dataflow.core.accounting.expected_experts_hit`).
 
     Raises:
         ValueError: unknown preset/hardware/dtype, an unsupported architecture, or no N up to

@@ -72,7 +72,10 @@ COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "b
 #: * ``"tree"`` — NCCL's double binary tree: reduce up and broadcast down two complementary
 #:   binary trees, pipelined: ``2⌈log2 N⌉`` steps and the ring's bytes (S. Jeaugey, "Massively
 #:   Scale Your Deep Learning Training with NCCL 2.4", NVIDIA Technical Blog 2019: logarithmic
-#:   latency at full bandwidth).
+#:   latency at full bandwidth).  The tree spans *nodes*: inside a node each tree is a chain
+#:   (NCCL ``src/graph/connect.cc``, ``connectTrees``: depth ``nRanks/nNodes − 1 + log2 nNodes``),
+#:   so ``2⌈log2 N⌉`` prices N nodes of one rank each; within one node NCCL pays about the ring's
+#:   latencies and picks ring or NVLS instead.
 ALL_REDUCE_ALGORITHMS = ("ring", "two_shot", "one_shot", "nvls", "tree")
 
 

@@ -13,7 +13,7 @@ import numbers
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "DTYPE_BITS", "dtype_bits", "dtype_bytes", "check_dtype",
-    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
+    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "measured_count", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
     "require_positive", "require_nonnegative",
 ]
 # also public, for the other modules of the core (not re-exported by ``ldf``): no_overflow, Overflow
@@ -260,21 +260,35 @@ def fmt_time(seconds: float, digits: int = 3) -> str:
     return fmt_si(seconds, "s", digits)
 
 
-def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
+_MEASURED = [0]   # how many measured values this process has formatted (see measured_count)
+
+
+def measured_count() -> int:
+    """How many values :func:`fmt_measured` has formatted in this process: a cell that changes
+    it printed a measured value, and ``llm_dataflow.measure.stamp_measuring_cells`` puts the
+    run stamp under it."""
+    return _MEASURED[0]
+
+
+def fmt_measured(value: float, unit: str, digits: int = 3, *, modelled: bool = False) -> str:
     """Format a *measured* number as ``'<value> <unit> (measured)'``.
 
     Every number that depends on the reader's machine goes through this function, so that one
     regular expression in ``tests/nbval_sanitize.cfg`` masks it when nbval compares saved
-    outputs, while analytic numbers stay compared exactly.
+    outputs, while analytic numbers stay compared exactly.  ``modelled=True`` tags a number the
+    model computes *from* measured ones but that nothing measured (an overlap that was not run,
+    the rate a table read would need): ``'<value> <unit> (modelled from measured)'``.
 
     Raises:
         ValueError: ``value`` not a number, ``unit`` not a string, ``digits`` not an integer in
             0..:data:`MAX_DIGITS`.
     """
     value, unit, digits = _number("value", value), _text("unit", unit), _digits(digits)
+    _MEASURED[0] += 1
+    tag = "(modelled from measured)" if modelled else "(measured)"
     if not math.isfinite(value):
-        return f"nan {unit} (measured)"
-    return f"{value:.{digits}g} {unit} (measured)".replace("  ", " ")
+        return f"nan {unit} {tag}"
+    return f"{value:.{digits}g} {unit} {tag}".replace("  ", " ")
 
 
 class Overflow(ValueError):

@@ -1,5 +1,7 @@
 """Chapter 00 ledger/tiers and chapter 01 loading: exact bytes, real files."""
 import json
+import os
+import shutil
 
 import pytest
 import torch
@@ -59,8 +61,13 @@ def test_minilm_header_by_hand_matches_safe_open():
     assert 8 + n + last_end == path.stat().st_size
 
 
-def test_lazy_read_touches_only_its_pages():
-    path = ldf.minilm_checkpoint()
+def test_lazy_read_touches_only_its_pages(tmp_path):
+    # A private copy: the page cache is per file, and under xdist another worker may be reading
+    # the package's MiniLM file at the same moment (its pages would count as this read's).
+    path = tmp_path / "model.safetensors"
+    shutil.copyfile(ldf.minilm_checkpoint(), path)
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())    # written back, so the eviction before the read can drop its pages
     name = "embeddings.word_embeddings.weight"
     r = ldf.read_rows_lazily(path, name, slice(1000, 1010))
     with safe_open(path, framework="pt") as f:

@@ -244,7 +244,7 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
     if doctree is None or not any(True for _ in doctree.findall(planner)):
         return
     app.add_css_file(f"../{SITE_DIR}/planner.css")
-    app.add_js_file(f"../{SITE_DIR}/planner.js", type="module")
+    app.add_js_file(f"../{SITE_DIR}/planner.js", defer="defer")
 
 
 def _build_finished(app, exception) -> None:

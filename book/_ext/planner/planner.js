@@ -2,17 +2,57 @@
  *
  * book/_ext/ldf_planner.py writes the page's spec (the CLI's options read from its parser, the
  * presets, the translated labels, where Pyodide and the package's core zip are) and adds this
- * module to that page only.  The page starts Pyodide (served by this site, _vendor/pyodide/),
+ * script to that page only.  The page starts Pyodide (served by this site, _vendor/pyodide/),
  * unpacks the core zip (src/llm_dataflow/__init__.py + core/) and calls exactly
  * llm_dataflow.core.plan.main(argv): the table, the JSON, the memory bar and the decode-bound
  * chart all come from the CLI's own output, and a bad input shows the CLI's own message.
  * The settings live in the URL (?hardware=H100-SXM&tp=2...), so a link opens the same plan.
+ *
+ * A classic script, not a module: opened from disk (file://) a browser refuses module scripts, and
+ * this one must still run there to say so and show the command line.
  */
-const root = document.querySelector(".ldf-planner");
-if (root) { start(root); }
+(function () {
+"use strict";
+// The page's Python: main(argv) with its output captured, and the bar's parts from the JSON.
+const BOOT = String.raw`
+import contextlib, io, json, os, sys
+sys.path.insert(0, "/home/pyodide/ldf")
+from llm_dataflow.core.plan import main as _main
+from llm_dataflow.core.units import fmt_bytes as _fmt_bytes
+from llm_dataflow.core.hardware import HARDWARE as _HARDWARE
+os.makedirs("/home/pyodide/work", exist_ok=True)
+os.chdir("/home/pyodide/work")
+os.environ["PYTHON_COLORS"] = "0"   # argparse asks on every parser; output goes to StringIO
+
+def _ldf_run(argv_json):
+    """main(argv) as the CLI runs it: {"code", "out", "err"} (a SystemExit is the exit status)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = _main(json.loads(argv_json))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except Exception as e:   # a bug, not bad input: one line, never a traceback
+            code = 1
+            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+    return json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()})
+
+def _ldf_bar(report_json):
+    """One GPU's memory from plan --json: weights, KV, activations, reserve, free (B)."""
+    r = json.loads(report_json)
+    cap = r.get("memory_bytes_per_gpu", _HARDWARE[r["hardware"]].memory_bytes)
+    parts = [("weights", r["weight_bytes_per_gpu"]), ("kv", r["kv_bytes_per_gpu"]),
+             ("activations", r["activation_bytes_per_gpu"]), ("reserve", r["reserve_bytes_per_gpu"])]
+    used = sum(v for _, v in parts)
+    parts.append(("free", max(cap - used, 0)))
+    return json.dumps({"capacity": cap, "capacity_text": _fmt_bytes(cap), "used": used,
+                       "over_text": _fmt_bytes(max(used - cap, 0)),
+                       "parts": [{"key": k, "bytes": v, "text": _fmt_bytes(v)} for k, v in parts]})
+`;
 
 function start(root) {
-  "use strict";
   const spec = JSON.parse(root.querySelector(".ldf-planner-spec").textContent);
   const L = (k) => (spec.labels && spec.labels[k]) || k;
   const CONFIG = "@config";            // the model select's value for a pasted config.json
@@ -208,7 +248,20 @@ function start(root) {
       if (c) c.setAttribute("aria-invalid", "true");
     }
   }
-  const markScroll = () => window.dispatchEvent(new Event("resize"));   // ldf.js marks wide boxes
+  // The book's scroll cue (book/_ext/static/ldf.js marks wide boxes on load and on resize): the
+  // table appears after load, so its box is marked here, by the same rule, as soon as it is drawn.
+  function markScroll() {
+    const over = out.scrollWidth > out.clientWidth + 1;
+    out.classList.toggle("ldf-scrolls", over);
+    if (over) {
+      const end = out.scrollLeft + out.clientWidth >= out.scrollWidth - 1;
+      out.setAttribute("data-ldf-more", out.scrollLeft <= 1 ? "right" : end ? "left" : "both");
+      out.setAttribute("tabindex", "0");
+    } else {
+      out.removeAttribute("data-ldf-more");
+    }
+  }
+  window.addEventListener("resize", () => setTimeout(markScroll, 120));
 
   // One change: the table (or JSON), the error and the bar at once (two runs of main); the chart
   // after it, one run per batch in its own task, so typing never waits for it (a newer change
@@ -421,41 +474,9 @@ function start(root) {
   boot();
 }
 
-// The page's Python: main(argv) with its output captured, and the bar's parts from the JSON.
-const BOOT = String.raw`
-import contextlib, io, json, os, sys
-sys.path.insert(0, "/home/pyodide/ldf")
-from llm_dataflow.core.plan import main as _main
-from llm_dataflow.core.units import fmt_bytes as _fmt_bytes
-from llm_dataflow.core.hardware import HARDWARE as _HARDWARE
-os.makedirs("/home/pyodide/work", exist_ok=True)
-os.chdir("/home/pyodide/work")
-os.environ["PYTHON_COLORS"] = "0"   # argparse asks on every parser; output goes to StringIO
-
-def _ldf_run(argv_json):
-    """main(argv) as the CLI runs it: {"code", "out", "err"} (a SystemExit is the exit status)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = _main(json.loads(argv_json))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if isinstance(e.code, str):
-                print(e.code, file=sys.stderr)
-        except Exception as e:   # a bug, not bad input: one line, never a traceback
-            code = 1
-            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-    return json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()})
-
-def _ldf_bar(report_json):
-    """One GPU's memory from plan --json: weights, KV, activations, reserve, free (B)."""
-    r = json.loads(report_json)
-    cap = r.get("memory_bytes_per_gpu", _HARDWARE[r["hardware"]].memory_bytes)
-    parts = [("weights", r["weight_bytes_per_gpu"]), ("kv", r["kv_bytes_per_gpu"]),
-             ("activations", r["activation_bytes_per_gpu"]), ("reserve", r["reserve_bytes_per_gpu"])]
-    used = sum(v for _, v in parts)
-    parts.append(("free", max(cap - used, 0)))
-    return json.dumps({"capacity": cap, "capacity_text": _fmt_bytes(cap), "used": used,
-                       "over_text": _fmt_bytes(max(used - cap, 0)),
-                       "parts": [{"key": k, "bytes": v, "text": _fmt_bytes(v)} for k, v in parts]})
-`;
+function ready() {
+  const root = document.querySelector(".ldf-planner");
+  if (root) start(root);
+}
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready); else ready();
+})();

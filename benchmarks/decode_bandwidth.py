@@ -105,12 +105,12 @@ def projection_names(model) -> dict:
 def print_choices(model, threads: int) -> None:
     """The kernel ldf.linear chose for each of the model's batch-1 projection shapes."""
     names = projection_names(model)
-    forced = ldf.model._forced_kernel()
+    forced = ldf.linear_kernels.forced_kernel()
     if forced is not None:
         print(f"ldf.linear kernel:    {forced} for every projection (forced by LDF_LINEAR)")
         return
     print(f"ldf.linear kernel per projection shape (time / F.linear's: median of the latest "
-          f"{ldf.model.LINEAR_TUNE_ROUNDS} paired rounds):")
+          f"{ldf.linear_kernels.LINEAR_TUNE_ROUNDS} paired rounds):")
     for c in ldf.linear_choice():
         if c.rows == 1 and (c.n_rows, c.n_cols) in names and c.threads == threads:
             print(f"  {names[(c.n_rows, c.n_cols)]:<20} {c.describe()}")
@@ -118,7 +118,7 @@ def print_choices(model, threads: int) -> None:
                if not any((c.n_rows, c.n_cols) == shape and c.rows == 1 for c in ldf.linear_choice())]
     if untimed:
         print(f"  {', '.join(untimed)}: F.linear, untimed (weights under "
-              f"{ldf.model.LINEAR_TUNE_MIN_BYTES:,} B, one thread, a GPU or not FP32)")
+              f"{ldf.linear_kernels.LINEAR_TUNE_MIN_BYTES:,} B, one thread, a GPU or not FP32)")
 
 
 def _run(args) -> int:

@@ -113,7 +113,7 @@ def test_fp4_decode_on_b200():
     cfg = ldf.model_config("Llama-3-8B")
     b = ldf.decode_step_bounds(cfg, "B200", 1, 0, "fp4")
     # the quantised linear layers run at B200's dense FP4 peak, the BF16 LM head and attention at BF16's
-    q = 2 * ldf.accounting._quantised_matmul_params(cfg, ldf.QuantSpec.nvfp4())
+    q = 2 * ldf.accounting.quantised_matmul_params(cfg, ldf.QuantSpec.nvfp4())
     assert q == 2 * (ldf.matmul_params(cfg) - 128256 * 4096)
     assert b.compute_s == pytest.approx(q / 9e15 + (b.flops - q) / 2.25e15, rel=1e-12)
     assert b.nbytes == ldf.decode_step_bytes(cfg, 1, 0, "nvfp4")

@@ -2,7 +2,7 @@
 import pytest
 
 import llm_dataflow as ldf
-from llm_dataflow.chips import GENERATIONS, PROFILER_METRICS, TMA_VS_TMEM, generation, generations_table
+from llm_dataflow.core.chips import GENERATIONS, PROFILER_METRICS, TMA_VS_TMEM, generation, generations_table
 
 
 def test_ridge_point_h100_bf16():

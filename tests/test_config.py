@@ -4,7 +4,7 @@ import json
 import pytest
 
 import llm_dataflow as ldf
-from llm_dataflow.config import MODEL_PRESETS
+from llm_dataflow.core.config import MODEL_PRESETS
 
 
 def test_llama2_7b_exact_count():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import llm_dataflow as ldf
-from llm_dataflow.hf_config import HF_CONFIG_ALIASES, HF_CONFIG_DEFAULTS
+from llm_dataflow.core.hf_config import HF_CONFIG_ALIASES, HF_CONFIG_DEFAULTS
 
 transformers = pytest.importorskip("transformers")
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402

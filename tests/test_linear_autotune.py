@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import llm_dataflow as ldf
-from llm_dataflow import model as M
+from llm_dataflow import linear_kernels as M
 
 KERNELS = ldf.LINEAR_KERNELS
 R = M.LINEAR_TUNE_ROUNDS

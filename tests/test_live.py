@@ -317,7 +317,7 @@ def test_progress_outside_a_kernel_is_a_text_bar():
 
 
 def test_unit_formatting_helpers_never_use_scientific_notation():
-    from llm_dataflow.units import fmt_num, fmt_si, fmt_time
+    from llm_dataflow.core.units import fmt_num, fmt_si, fmt_time
 
     assert fmt_num(18863.496) == "18,863" and fmt_num(0.43383) == "0.4338" and fmt_num(3.0) == "3"
     assert fmt_num(1.23e-5) == "0.0000123" and fmt_num(671026419200) == "671,026,419,200"

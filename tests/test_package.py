@@ -4,9 +4,8 @@ import importlib
 
 import llm_dataflow as ldf
 
-MODULES = ("units config hardware measure live ledger loading tokenization embedding model ops fusion offload "
-           "gemm memory chips roofline kv flash paged collectives launch parallel quant batching speculative "
-           "disagg figures").split()
+#: Every module: the core's (``llm_dataflow.core.<name>``) and those above it.
+MODULES = tuple(f"core.{m}" for m in ldf.core.MODULES) + ldf.UPPER_MODULES
 
 
 def test_no_public_name_is_exported_twice():

@@ -25,7 +25,7 @@ def _check_tp(res, cfg):
     ref = dec(ids)
     tokens = dec.generate(ids, 4)
     N = len(res)
-    per_layer = P.tp_bytes_per_token_per_layer(dec.cfg, N, "fp32")
+    per_layer = ldf.tp_bytes_per_token_per_layer(dec.cfg, N, "fp32")
     full_layer_bytes = sum(p.numel() * 4 for p in dec.model.layers.parameters())
     for r in res:
         torch.testing.assert_close(r["logits"], ref)
@@ -115,14 +115,14 @@ def test_all_forms_4_ranks():
 
 def test_bad_degrees():
     with pytest.raises(ValueError, match="n_heads=4"):
-        P.check_tp_degree(ldf.model_config("tiny-llama"), 3)
+        ldf.check_tp_degree(ldf.model_config("tiny-llama"), 3)
     with pytest.raises(ValueError, match="n_kv_heads=4"):   # 6 neither divides nor is a multiple of 4
-        P.check_tp_degree(ldf.model_config("tiny-llama").replace(n_heads=12, n_kv_heads=4, d_ff=192), 6)
-    P.check_tp_degree(ldf.model_config("tiny-llama"), 4)      # 4 > 2 KV heads: each rank holds a replica
+        ldf.check_tp_degree(ldf.model_config("tiny-llama").replace(n_heads=12, n_kv_heads=4, d_ff=192), 6)
+    ldf.check_tp_degree(ldf.model_config("tiny-llama"), 4)      # 4 > 2 KV heads: each rank holds a replica
     with pytest.raises(ValueError, match="n_routed_experts=8"):
-        P.check_ep_degree(ldf.model_config("tiny-moe"), 3)
+        ldf.check_ep_degree(ldf.model_config("tiny-moe"), 3)
     with pytest.raises(ValueError, match="n_routed_experts=0"):
-        P.check_ep_degree(ldf.model_config("tiny-llama"), 2)
+        ldf.check_ep_degree(ldf.model_config("tiny-llama"), 2)
     with pytest.raises(ValueError, match="n_stages=3"):
         ldf.layer_partition(2, 3)
     with pytest.raises(ValueError, match="n_heads=4"):
@@ -182,5 +182,5 @@ def test_step_time_calculator():
     assert ldf.parallel_step_time(tp=1, pp=1)["memory per GPU"].startswith("does not fit")
     with pytest.raises(ValueError, match="tp=3"):
         ldf.parallel_step_time(tp=3)
-    assert P.tp_bytes_per_token_per_layer("Llama-3.1-70B", 8)["handed"] == 2 * 8192 * 2
-    assert P.ep_bytes_per_token("tiny-moe", 2, "fp32")["dispatch"] == 2 * 0.5 * 64 * 4
+    assert ldf.tp_bytes_per_token_per_layer("Llama-3.1-70B", 8)["handed"] == 2 * 8192 * 2
+    assert ldf.ep_bytes_per_token("tiny-moe", 2, "fp32")["dispatch"] == 2 * 0.5 * 64 * 4

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import llm_dataflow as ldf
-from llm_dataflow import roofline as rl
 
 H100 = "H100-SXM"
 LLAMA2 = ldf.model_config("Llama-2-7B")
@@ -91,9 +90,9 @@ def test_prefill_flops_hand_count_tiny():
     T = 10
     attn = 2 * (2 * 4 * (16 + 16) * (T * (T + 1) // 2))             # 2 layers, causal Σt
     head = 256 * 64
-    assert rl.prefill_flops(cfg, T) == 2 * 2 * per_layer * T + 2 * head + attn
-    assert rl.prefill_flops(cfg, T, all_logits=True) == 2 * 2 * per_layer * T + 2 * head * T + attn
-    assert rl.prefill_flops(cfg, T, batch=3) == 3 * rl.prefill_flops(cfg, T)
+    assert ldf.prefill_flops(cfg, T) == 2 * 2 * per_layer * T + 2 * head + attn
+    assert ldf.prefill_flops(cfg, T, all_logits=True) == 2 * 2 * per_layer * T + 2 * head * T + attn
+    assert ldf.prefill_flops(cfg, T, batch=3) == 3 * ldf.prefill_flops(cfg, T)
 
 
 def test_prefill_bound_is_compute_bound_for_long_prompts():

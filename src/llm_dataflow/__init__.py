@@ -1,45 +1,59 @@
 """llm_dataflow: executable lessons on how data moves through LLM inference.
 
-Import as ``import llm_dataflow as ldf``.  One module per topic (``book/notation.md`` gives the
-letters used in shapes); every module's ``__all__`` is re-exported here.
+Import as ``import llm_dataflow as ldf``; every module's ``__all__`` is a name of ``ldf``
+(``book/notation.md`` gives the letters used in shapes).  The package has two layers:
+
+* :mod:`llm_dataflow.core` — what the book *computes* (configs, units, formats, hardware, the
+  accounting, parallel arithmetic, memory fit, roofline bounds, ``plan``), standard library only.
+  ``import llm_dataflow`` loads the core and nothing else.
+* the modules beside it — torch kernels (``model``, ``linear_kernels``, ``flash``, ``paged``,
+  ``quant``, …), measurement (``measure``, ``memory``, …) and the notebooks' views (``live``,
+  ``figures``, the chapters' calculators).  They import the core, never the reverse, and load on
+  first use: ``ldf.Decoder`` imports them (and torch) then.
 """
-from . import (units, config, hf_config, formats, accounting, fit, hardware, measure, live, ledger, loading, tokenization, embedding,  # noqa: F401
-               model, ops, fusion, offload, gemm, memory, chips, roofline, generate, kv, flash, paged,
-               collectives, launch, parallel, quant, batching, speculative, disagg, plan, published, figures)
-from .units import *  # noqa: F401,F403
-from .config import *  # noqa: F401,F403
-from .hf_config import *  # noqa: F401,F403
-from .formats import *  # noqa: F401,F403
-from .accounting import *  # noqa: F401,F403
-from .fit import *  # noqa: F401,F403
-from .hardware import *  # noqa: F401,F403
-from .measure import *  # noqa: F401,F403
-from .live import *  # noqa: F401,F403
-from .ledger import *  # noqa: F401,F403
-from .loading import *  # noqa: F401,F403
-from .tokenization import *  # noqa: F401,F403
-from .embedding import *  # noqa: F401,F403
-from .model import *  # noqa: F401,F403
-from .ops import *  # noqa: F401,F403
-from .fusion import *  # noqa: F401,F403
-from .offload import *  # noqa: F401,F403
-from .gemm import *  # noqa: F401,F403
-from .memory import *  # noqa: F401,F403
-from .chips import *  # noqa: F401,F403
-from .roofline import *  # noqa: F401,F403
-from .generate import *  # noqa: F401,F403
-from .kv import *  # noqa: F401,F403
-from .flash import *  # noqa: F401,F403
-from .paged import *  # noqa: F401,F403
-from .collectives import *  # noqa: F401,F403
-from .launch import *  # noqa: F401,F403
-from .parallel import *  # noqa: F401,F403
-from .quant import *  # noqa: F401,F403
-from .batching import *  # noqa: F401,F403
-from .speculative import *  # noqa: F401,F403
-from .disagg import *  # noqa: F401,F403
-from .plan import *  # noqa: F401,F403
-from .published import *  # noqa: F401,F403
-from .figures import *  # noqa: F401,F403
+import importlib
+
+from . import core
+from .core import (units, hf_config, config, formats, hardware, chips, accounting, fit,  # noqa: F401
+                   plan)
+from .core import *  # noqa: F401,F403  (after the modules: ``ldf.hardware`` is the function)
 
 __version__ = "0.1.0"
+
+#: The modules above the core, in the order their names are looked up.
+UPPER_MODULES = ("measure", "live", "ledger", "loading", "tokenization", "embedding", "model", "linear_kernels",
+                 "ops", "fusion", "offload", "gemm", "memory", "roofline", "generate", "kv", "flash", "paged",
+                 "collectives", "launch", "parallel", "quant", "batching", "speculative", "disagg", "published",
+                 "figures")
+_loaded = False
+
+
+def _load_upper() -> None:
+    """Import every module above the core and bind its ``__all__`` here (once)."""
+    global _loaded
+    if _loaded:
+        return
+    names = {}
+    for m in UPPER_MODULES:
+        mod = importlib.import_module(f"{__name__}.{m}")
+        names.update((n, getattr(mod, n)) for n in mod.__all__)
+    globals().update(names)
+    _loaded = True
+
+
+def __getattr__(name: str):
+    if name in UPPER_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name == "__all__":
+        _load_upper()
+        return sorted(core.__all__ + [n for m in UPPER_MODULES for n in globals()[m].__all__])
+    if not name.startswith("_"):
+        _load_upper()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    _load_upper()
+    return sorted(set(globals()) | set(UPPER_MODULES))

@@ -1,6 +1,6 @@
-"""``python -m llm_dataflow plan ...`` (see :mod:`llm_dataflow.plan`)."""
+"""``python -m llm_dataflow plan ...`` (see :mod:`llm_dataflow.core.plan`): imports only the core."""
 import sys
 
-from .plan import main
+from .core.plan import main
 
 sys.exit(main())

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .units import require_positive
+from .core.config import MAX_DIM
+from .core.units import require_positive
 
 __all__ = [
     "Request", "make_workload", "MAX_WORKLOAD_REQUESTS", "MAX_WORKLOAD_TOKENS", "StepCost", "ServeResult", "serve_static", "serve_continuous",
@@ -72,7 +73,7 @@ def make_workload(n_requests: int = 24, rate_per_s: float = 200.0, prompt_len: t
 
     Bounds: ``n_requests`` at most :data:`MAX_WORKLOAD_REQUESTS` (65,536) and
     ``n_requests × prompt_len[1]`` at most :data:`MAX_WORKLOAD_TOKENS` (2^24 prompt tokens,
-    128 MiB of int64 ids); ``vocab_size`` at most :data:`~llm_dataflow.config.MAX_DIM`; ``seed``
+    128 MiB of int64 ids); ``vocab_size`` at most :data:`~llm_dataflow.core.config.MAX_DIM`; ``seed``
     an integer torch's generator accepts (−2^63 … 2^64 − 1).
 
     Raises:
@@ -81,7 +82,6 @@ def make_workload(n_requests: int = 24, rate_per_s: float = 200.0, prompt_len: t
             overflow a float), ``prompt_len``/``output_len`` not a ``(low, high)`` pair of
             positive integers with low <= high, too many prompt tokens, a bad ``seed``.
     """
-    from .config import MAX_DIM
 
     require_positive("n_requests", n_requests)
     if n_requests > MAX_WORKLOAD_REQUESTS:

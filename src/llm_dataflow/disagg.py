@@ -30,11 +30,14 @@ import time
 
 import torch
 
-from .accounting import _no_overflow
-from .config import ModelConfig, model_config
-from .hardware import LINKS, HardwareSpec, _as_link, _hw
-from .kv import kv_cache_bytes
-from .units import require_positive
+from .core.accounting import prefill_flops
+from .core.config import as_model_config, model_config, ModelConfig
+from .core.hardware import as_hardware, as_link, HardwareSpec, LINKS
+from .core.kv import kv_cache_bytes
+from .core.parallel import check_parallel
+from .core.units import no_overflow, require_positive
+from .launch import run_distributed
+from .model import Decoder
 
 __all__ = [
     "disagg_worker", "run_disaggregated", "single_engine", "kv_transfer_time", "kv_transfer_table",
@@ -44,7 +47,6 @@ _TORCH = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def _build(cfg_name: str, seed: int, dtype: str):
-    from .model import Decoder
     if not isinstance(dtype, str) or dtype not in _TORCH:
         raise ValueError(f"dtype={dtype!r} is not allowed; allowed: {', '.join(_TORCH)}")
 
@@ -134,7 +136,6 @@ def run_disaggregated(cfg_name: str = "tiny-llama", prompt: list | None = None, 
         ValueError: empty prompt, ``max_new_tokens`` < 1, unknown preset or dtype.
         RuntimeError / TimeoutError: from the launcher.
     """
-    from .launch import run_distributed
 
     cfg = model_config(cfg_name)
     if dtype not in _TORCH:
@@ -150,13 +151,13 @@ def run_disaggregated(cfg_name: str = "tiny-llama", prompt: list | None = None, 
             "kv_cache_bytes": kv_cache_bytes(cfg, len(prompt), 1, dtype), "prefill": r0, "decode": r1}
 
 
-@_no_overflow('prompt_len')
+@no_overflow('prompt_len')
 def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dtype: str = "bf16", *,
                      tp: int = 1, nics: int | None = None) -> float:
     """Seconds to move one request's prompt KV cache over ``link_name`` from a prefill instance
     that ran with tensor parallelism ``tp``: ``latency + bytes on the busiest link /
     bandwidth_per_direction`` (the α–β model; the link's latency is illustrative, see
-    :class:`~llm_dataflow.hardware.LinkSpec`).
+    :class:`~llm_dataflow.core.hardware.LinkSpec`).
 
     Under TP the KV cache is already sharded: each GPU holds the K and V of its own KV heads,
     ``kv_cache_bytes / tp`` (``tp ≤ n_kv_heads``; beyond that the heads are replicated and only
@@ -168,9 +169,9 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
 
     Args:
         cfg: preset name or :class:`ModelConfig`.  prompt_len: tokens (≥ 1).
-        link_name: a link preset (:data:`~llm_dataflow.hardware.LINKS`).
+        link_name: a link preset (:data:`~llm_dataflow.core.hardware.LINKS`).
         dtype: KV dtype.  tp: the prefill instance's tensor-parallel degree
-            (:func:`~llm_dataflow.fit.check_parallel` must accept it).
+            (:func:`~llm_dataflow.core.parallel.check_parallel` must accept it).
         nics: links used in parallel (default ``tp``).
 
     Raises:
@@ -181,21 +182,19 @@ def kv_transfer_time(cfg: ModelConfig | str, prompt_len: int, link_name: str, dt
             Counts (``prompt_len``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .accounting import _model
-    from .fit import check_parallel
 
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     require_positive("prompt_len", prompt_len)
     check_parallel(cfg, tp=tp)
     nics = tp if nics is None else require_positive("nics", nics)
-    ln = _as_link(link_name, "link_name")
+    ln = as_link(link_name, "link_name")
     shards = 1 if cfg.is_mla else min(tp, cfg.n_kv_heads)    # distinct KV shards (replicas are not resent)
     links_used = min(nics, shards)
     per_link = kv_cache_bytes(cfg, prompt_len, 1, dtype) / shards * math.ceil(shards / links_used)
     return ln.latency_s + per_link / ln.bandwidth_per_direction
 
 
-@_no_overflow('prompt_len')
+@no_overflow('prompt_len')
 def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf16",
                       hw: HardwareSpec | str = "H100-SXM", links: tuple | None = None, *, tp: int = 1) -> list:
     """One row per link: KV bytes, transfer time (s, :func:`kv_transfer_time` with one NIC per
@@ -203,7 +202,7 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
     ``hw`` (dense ``dtype`` peak; a lower bound on prefill time, so the ratio is an upper bound on
     the transfer's relative cost).
 
-    ``links``: link preset names (default, or empty: every entry of :data:`~llm_dataflow.hardware.LINKS`).
+    ``links``: link preset names (default, or empty: every entry of :data:`~llm_dataflow.core.hardware.LINKS`).
 
     Raises:
         ValueError: ``cfg`` neither a preset name nor a ModelConfig, ``hw`` neither a hardware
@@ -213,11 +212,9 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
             Counts (``prompt_len``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .accounting import _model, prefill_flops  # the one prefill FLOP count
-    from .fit import check_parallel
 
-    cfg = _model(cfg)
-    hw = _hw(hw)
+    cfg = as_model_config(cfg)
+    hw = as_hardware(hw)
     require_positive("prompt_len", prompt_len)
     check_parallel(cfg, tp=tp)
     if links is not None and not isinstance(links, (list, tuple)):
@@ -226,7 +223,7 @@ def kv_transfer_table(cfg: ModelConfig | str, prompt_len: int, dtype: str = "bf1
     for name in names:
         if not isinstance(name, str):
             raise ValueError(f"links contains {name!r}; each must be a link preset name")
-        _as_link(name, "links")
+        as_link(name, "links")
     t_pre = prefill_flops(cfg, prompt_len) / (tp * hw.flops(dtype))
     rows = []
     for name in names:

@@ -29,7 +29,7 @@ import weakref
 
 import torch
 
-from .units import require_positive
+from .core.units import require_positive
 
 __all__ = [
     "flash_attention", "attention_partial", "merge_attention_partials", "attention_hbm_accesses",

@@ -2,7 +2,7 @@
 achieves against STREAM measured between its steps, a Hugging Face ``transformers`` peer on the
 same weights, and timings of one prefill or one decode step.
 
-The bytes a step must move come from :mod:`llm_dataflow.accounting`; the STREAM kernels and the
+The bytes a step must move come from :mod:`llm_dataflow.core.accounting`; the STREAM kernels and the
 timing helpers from :mod:`llm_dataflow.measure`.
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .accounting import decode_step_bytes, weight_bytes
-from .config import ModelConfig
-from .measure import _StreamKernel, _sync, _TORCH_DTYPES, best_time
-from .model import LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, SPLIT_MAX_ROWS, linear_choice
-from .units import MiB, require_nonnegative, require_positive
+from .core.accounting import decode_step_bytes, weight_bytes
+from .core.config import ModelConfig
+from .core.units import MiB, require_nonnegative, require_positive
+from .linear_kernels import linear_choice, LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, SPLIT_MAX_ROWS
+from .measure import best_time, StreamKernel, synchronize, TORCH_DTYPES
 
 __all__ = ["DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_peer_model",
            "hf_greedy_decode", "time_prefill", "time_decode_step"]
@@ -87,32 +87,32 @@ def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int, *,
     out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=dev)
     out[:, :T] = input_ids
     cache = model.new_cache(B, T + max_new_tokens)
-    _sync(dev)
+    synchronize(dev)
     t0 = time.perf_counter()
     logits = model(input_ids, cache, last_only=True)   # prefill: [B, 1, V] (last position only)
     nxt = logits[:, -1].argmax(-1, keepdim=True)       # [B, 1]
     out[:, T:T + 1] = nxt
-    _sync(dev)
+    synchronize(dev)
     prefill_s = time.perf_counter() - t0
     times = []
     t_prev = time.perf_counter()
     for i in range(1, max_new_tokens):
         if before_step is not None:
             before_step()
-            _sync(dev)
+            synchronize(dev)
             t_prev = time.perf_counter()
         logits = model(nxt, cache)                     # decode: [B, 1, V]; reads every weight once
         nxt = logits[:, -1].argmax(-1, keepdim=True)
         out[:, T + i:T + i + 1] = nxt
         if before_step is not None:
-            _sync(dev)  # a GPU step must finish before the next bandwidth pass
+            synchronize(dev)  # a GPU step must finish before the next bandwidth pass
         t = time.perf_counter()
         times.append(t - t_prev)
         t_prev = t
     if times and before_step is None:
         # no per-step sync (a GPU queues steps ahead): the last step absorbs the wait, so the
         # times sum to the loop's wall time
-        _sync(dev)
+        synchronize(dev)
         times[-1] += time.perf_counter() - t_prev
     return DecodeRun(out, prefill_s, tuple(times))
 
@@ -151,7 +151,7 @@ class DecodeBandwidth:
     run: DecodeRun
 
 
-_TORCH_TO_NAME = {v: k for k, v in _TORCH_DTYPES.items()}
+_TORCH_TO_NAME = {v: k for k, v in TORCH_DTYPES.items()}
 
 
 def _model_dtype_name(model) -> str:
@@ -172,7 +172,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
 
     The prompt is ``prompt_len`` seeded random ids; ``n_new`` tokens are generated in each of
     ``repeat`` rounds after a warm-up, which runs until :func:`llm_dataflow.linear` has chosen
-    the kernel of every projection shape (:func:`~llm_dataflow.model.linear_choice`).  Unless
+    the kernel of every projection shape (:func:`~llm_dataflow.linear_kernels.linear_choice`).  Unless
     ``peak_bandwidth`` (B/s) is given, the peak is
     measured *paired*: right before every decode step one pass of STREAM copy and one of triad
     run (:func:`stream_bandwidth`'s kernels, arrays preallocated; 64 MiB each on a CPU,
@@ -211,7 +211,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
     passes = []  # (bytes, seconds) of each pair's faster STREAM pass
     before = None
     if peak_bandwidth is None:
-        kernels = [_StreamKernel(k, _PAIRED_STREAM_BYTES.get(dev.type, 64 * MiB), dev) for k in ("copy", "triad")]
+        kernels = [StreamKernel(k, _PAIRED_STREAM_BYTES.get(dev.type, 64 * MiB), dev) for k in ("copy", "triad")]
         before = lambda: passes.append(_faster_pass(kernels))  # noqa: E731
     greedy_decode(model, ids, 2)  # warm-up: allocator, thread pool
     _finish_linear_tuning(model, 1, lambda: greedy_decode(model, ids, n_new), n_new - 1)
@@ -236,7 +236,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
 
 def _linear_tuning_pending(model, rows: int) -> bool:
     """True while :func:`llm_dataflow.linear` is still timing its candidate kernels for one of
-    ``model``'s projection shapes with ``rows`` rows of x (:func:`~llm_dataflow.model.linear_choice`)."""
+    ``model``'s projection shapes with ``rows`` rows of x (:func:`~llm_dataflow.linear_kernels.linear_choice`)."""
     shapes = {tuple(p.shape) for p in model.parameters() if p.dim() == 2}
     return any(c.kernel is None and c.rows == rows and (c.n_rows, c.n_cols) in shapes for c in linear_choice())
 
@@ -324,7 +324,7 @@ def hf_greedy_decode(model, cfg: ModelConfig, input_ids: torch.Tensor, max_new_t
 
     class _Clock(LogitsProcessor):
         def __call__(self, ids, scores):
-            _sync(dev)
+            synchronize(dev)
             stamps.append(time.perf_counter())
             return scores
 

@@ -38,6 +38,7 @@ import time
 import traceback
 
 import torch
+from .core.units import require_positive
 
 # the demo targets (hello, demo_fail, demo_sleep) and main() stay under ldf.launch.*
 __all__ = ["run_distributed", "rank_device", "pick_backend", "free_port", "DEMOS"]
@@ -207,7 +208,6 @@ def run_distributed(target, world_size: int, *args, backend: str | None = None,
 
     import torch.multiprocessing as tmp
 
-    from .units import require_positive
 
     require_positive("world_size", world_size)
     require_positive("timeout_s", timeout_s, integer=False)

@@ -14,7 +14,7 @@ forward pass (an idealisation: FlashAttention re-reads K/V once per query block)
 stream between layers is written once and read once per layer (everything inside a layer fused,
 which no engine fully achieves: QKV and MLP intermediates also round-trip HBM); logits are FP32
 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
-Weights read per pass come from :func:`llm_dataflow.accounting.weight_bytes_read`: the embedding
+Weights read per pass come from :func:`llm_dataflow.core.accounting.weight_bytes_read`: the embedding
 table is gathered (only the rows of the pass's tokens), and an MoE reads only the experts its
 tokens route to (uniform routing).
 """
@@ -22,10 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .accounting import _no_overflow, weight_bytes, weight_bytes_read
-from .config import ModelConfig
-from .hardware import HardwareSpec, hardware, link
-from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
+from .core.accounting import kv_bytes, kv_read_over_steps, weight_bytes, weight_bytes_read
+from .core.config import as_model_config, model_config, ModelConfig
+from .core.fit import memory_fit
+from .core.formats import as_precision_plan
+from .core.hardware import hardware, HardwareSpec, link
+from .core.kv import kv_token_bytes
+from .core.units import check_dtype, dtype_bits, GB, no_overflow, require_positive
+from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
 __all__ = ["LedgerRow", "request_ledger", "movement_totals", "MemoryTier", "memory_tiers", "reader_tiers", "ledger_summary", "MOVEMENTS"]
 
@@ -60,14 +64,14 @@ class LedgerRow:
         return self.bytes_each * self.count
 
 
-@_no_overflow('prompt_len', 'output_len', 'batch')
+@no_overflow('prompt_len', 'output_len', 'batch')
 def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: int = 1, dtype="bf16",
                    kv_dtype: str | None = None, id_dtype: str = "int32") -> list[LedgerRow]:
     """The byte ledger of ``batch`` requests of ``prompt_len`` prompt tokens and ``output_len``
     generated tokens each, through ``cfg`` with weights in ``dtype`` (module docstring: assumptions).
 
-    ``dtype`` is a weight format or :class:`~llm_dataflow.accounting.PrecisionPlan`; every byte
-    comes from :mod:`llm_dataflow.accounting` (weights stored and read per pass, KV in the plan's
+    ``dtype`` is a weight format or :class:`~llm_dataflow.core.formats.PrecisionPlan`; every byte
+    comes from :mod:`llm_dataflow.core.accounting` (weights stored and read per pass, KV in the plan's
     KV dtype, activations in its activation dtype).  The first generated token comes from
     prefill's last logits, so there are ``output_len − 1`` decode steps; decode step i
     (1-based) reads the K/V of ``prompt_len + i − 1`` earlier tokens (sliding windows and MLA
@@ -79,13 +83,12 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
             Counts (``prompt_len``, ``output_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .accounting import _as_plan, _kv_token, _model, kv_bytes, kv_read_over_steps
 
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     require_positive("prompt_len", prompt_len)
     require_positive("output_len", output_len)
     require_positive("batch", batch)
-    plan = _as_plan(dtype, kv_dtype)
+    plan = as_precision_plan(dtype, kv_dtype)
     check_dtype(id_dtype, ("int32", "int64"), "id_dtype")
     wb = weight_bytes(cfg, plan)
     read_prefill = round(weight_bytes_read(cfg, plan, batch * prompt_len))
@@ -93,7 +96,7 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     act = dtype_bits(plan.activation_dtype) // 8
     idb = dtype_bits(id_dtype) // 8
     kvd = plan.kv_dtype
-    kv_tok = _kv_token(cfg, kvd)
+    kv_tok = kv_token_bytes(cfg, kvd)
     L, D, V, B, P = cfg.n_layers, cfg.d_model, cfg.vocab_size, batch, prompt_len
     steps = output_len - 1
     kv_read_decode = kv_read_over_steps(cfg, P, steps, B, kvd)
@@ -200,7 +203,6 @@ def reader_tiers(dram_probe_bytes: int | None = None, show_progress: bool = Fals
     """
     import os
 
-    from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
     if dram_probe_bytes is None:
         dram_probe_bytes = past_last_level_bytes(4, minimum=256 * 2**20)
@@ -216,21 +218,18 @@ def reader_tiers(dram_probe_bytes: int | None = None, show_progress: bool = Fals
     return tiers
 
 
-@_no_overflow('prompt_len', 'output_len', 'batch')
+@no_overflow('prompt_len', 'output_len', 'batch')
 def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len: int = 128, batch: int = 1,
                    dtype: str = "bf16", hardware: str = "H100-SXM") -> dict:
     """Calculator view of :func:`request_ledger` for a preset: GB per movement kind, the share
     of all bytes that is HBM → on-chip traffic, and whether the request fits on one ``hardware``
-    GPU (:func:`~llm_dataflow.accounting.memory_fit` at ``prompt_len + output_len`` tokens).
+    GPU (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens).
 
     Raises:
         ValueError: as :func:`request_ledger`, or an unknown preset or hardware.
             Counts (``prompt_len``, ``output_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .fit import memory_fit
-    from .config import model_config
-    from .units import GB
 
     cfg = model_config(model)
     rows = request_ledger(cfg, prompt_len, output_len, batch, dtype)

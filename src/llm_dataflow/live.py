@@ -48,7 +48,7 @@ import sys
 
 import numpy as np
 
-from .units import fmt_bytes, fmt_num, fmt_time
+from .core.units import fmt_bytes, fmt_num, fmt_time
 
 __all__ = ["calculator", "calculator_html", "calculator_rows", "static_views_enabled",
            "hosted_install_cell", "card_messages", "translate_card"]

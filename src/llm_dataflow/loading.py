@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .accounting import weight_bytes
-from .formats import QuantSpec  # noqa: F401
-from .config import MODEL_PRESETS, model_config, param_count
-from .hardware import HARDWARE
+from .core.accounting import weight_bytes
+from .core.config import model_config, ModelConfig, param_count
+from .core.fit import memory_fit
+from .core.formats import precision_plan, WEIGHT_FORMATS
+from .core.hardware import HARDWARE, link
+from .core.units import fmt_measured, GB, GiB, require_positive
 from .measure import host_to_device_seconds
-from .units import GB, GiB, fmt_measured, require_positive
 
 __all__ = [
     "SAFETENSORS_DTYPE_BITS", "SAFETENSORS_DTYPE_BYTES", "SAFETENSORS_MAX_HEADER", "minilm_checkpoint",
@@ -587,7 +588,6 @@ def inspect_checkpoint(folder) -> dict:
         ValueError: see :func:`checkpoint_files`, :func:`read_safetensors_header` and
             :func:`tensor_parameters`.
     """
-    from .config import ModelConfig
 
     folder = pathlib.Path(folder)
     sel = checkpoint_files(folder)
@@ -650,21 +650,20 @@ def checkpoint_dir_from_env() -> pathlib.Path | None:
 
 def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     """Weight capacity of preset ``model`` stored as ``fmt`` (a weight format of
-    :data:`~llm_dataflow.accounting.WEIGHT_FORMATS`) — a view of
-    :func:`~llm_dataflow.accounting.weight_bytes`.
+    :data:`~llm_dataflow.core.formats.WEIGHT_FORMATS`) — a view of
+    :func:`~llm_dataflow.core.accounting.weight_bytes`.
 
     Quantised formats keep embeddings, lm_head, norms and routers in BF16 and add their scales
-    (and zero points, ``int4-zp``), see :class:`~llm_dataflow.accounting.QuantSpec`.
+    (and zero points, ``int4-zp``), see :class:`~llm_dataflow.core.formats.QuantSpec`.
 
     Returns:
         ``{"parameters", "weight bytes", "GB (1e9)", "GiB (2^30)", "bytes/parameter",
         "share of <hw> memory", "one GPU, batch 1"}`` — the last is
-        :func:`~llm_dataflow.accounting.memory_fit`'s verdict for one sequence at context 0.
+        :func:`~llm_dataflow.core.fit.memory_fit`'s verdict for one sequence at context 0.
 
     Raises:
         ValueError: unknown model, format or hardware.
     """
-    from .formats import WEIGHT_FORMATS, precision_plan
     if not isinstance(fmt, str) or fmt not in WEIGHT_FORMATS:
         raise ValueError(f"fmt={fmt!r} is not allowed; allowed: {', '.join(WEIGHT_FORMATS)}")
     if not isinstance(hw, str) or hw not in HARDWARE:
@@ -674,7 +673,6 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     nbytes = weight_bytes(cfg, plan)
     n = param_count(cfg)
     mem = HARDWARE[hw].memory_bytes
-    from .fit import memory_fit
     return {"parameters": n, "weight bytes": nbytes, "GB (1e9)": round(nbytes / GB, 2),
             "GiB (2^30)": round(nbytes / GiB, 2), "bytes/parameter": round(nbytes / n, 4),
             f"share of {hw} memory": f"{nbytes / mem:.1%}",
@@ -751,7 +749,6 @@ def measure_load_path(path, to_dtype: torch.dtype = torch.bfloat16, device: torc
     """
     from safetensors.torch import load_file
 
-    from .hardware import link
 
     lk = link(host_link)
     path = pathlib.Path(path)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .units import MiB, check_dtype, require_positive
+from .core.units import check_dtype, MiB, require_positive
 
 __all__ = ["device", "describe_device", "synchronize", "time_fn", "time_calls", "progress", "cpu_threads", "seed_all",
            "host_to_device_seconds", "torch_threads",
@@ -273,7 +273,7 @@ def host_to_device_seconds(tensors, dev: torch.device | str, pinned: bool, repea
 # --------------------------------------------------------------------------------------------
 # the reader's roofline, measured
 # --------------------------------------------------------------------------------------------
-_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -339,7 +339,7 @@ def best_time(fn, dev, repeat: int, warmup: int = 1) -> float:
     return best
 
 
-class _StreamKernel:
+class StreamKernel:
     """Preallocated STREAM arrays (``nbytes`` each, FP32) and one kernel; ``()`` runs one pass
     and returns its bandwidth (B/s) in McCalpin's convention (copy counts 2 arrays, triad 3)."""
 
@@ -384,7 +384,7 @@ def stream_bandwidth(kind: str = "copy", nbytes: int | None = None, dev=None, re
         raise ValueError(f"kind={kind!r} is not allowed; allowed: 'copy', 'triad'")
     require_positive("repeat", repeat)
     dev = _dev(dev)
-    k = _StreamKernel(kind, nbytes or _stream_default_nbytes(dev), dev)
+    k = StreamKernel(kind, nbytes or _stream_default_nbytes(dev), dev)
     return max(k() for _ in range(repeat))
 
 
@@ -436,7 +436,7 @@ def gemv_bandwidths(fns: Mapping[str, Callable[[torch.Tensor, torch.Tensor], tor
     ws = [torch.randn(n_rows, n_cols, generator=g) for _ in range(copies)]
     x = torch.randn(1, n_cols, generator=g)
     nbytes = copies * n_rows * n_cols * 4
-    stream = _StreamKernel("triad", 64 * MiB, cpu) if triad else None
+    stream = StreamKernel("triad", 64 * MiB, cpu) if triad else None
     best = {name: 0.0 for name in fns}
     best_triad = 0.0
     for r in range(repeat + 1):               # round 0 warms up (allocator, thread pool, tuning)
@@ -474,14 +474,14 @@ def matmul_flops(dtype: str = "fp32", n: int | None = None, dev=None, repeat: in
     Raises:
         ValueError: dtype not one of fp32/bf16/fp16, ``n`` or ``repeat`` < 1.
     """
-    check_dtype(dtype, tuple(_TORCH_DTYPES))
+    check_dtype(dtype, tuple(TORCH_DTYPES))
     require_positive("repeat", repeat)
     dev = _dev(dev)
     n = n or (8192 if dev.type == "cuda" else 1024)
     require_positive("n", n)
     g = torch.Generator(device=dev).manual_seed(0)  # private stream: callers' random draws stay put
-    a = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype], generator=g)
-    b = torch.rand(n, n, device=dev, dtype=_TORCH_DTYPES[dtype], generator=g)
+    a = torch.rand(n, n, device=dev, dtype=TORCH_DTYPES[dtype], generator=g)
+    b = torch.rand(n, n, device=dev, dtype=TORCH_DTYPES[dtype], generator=g)
     t = best_time(lambda: a @ b, dev, repeat)
     return 2 * n**3 / t
 

@@ -47,9 +47,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .measure import device as _default_device
-from .measure import progress, synchronize, time_calls
-from .units import KiB, MiB, fmt_bytes, require_positive
+from .core.units import fmt_bytes, KiB, MiB, require_positive
+from .measure import device as _default_device, progress, synchronize, time_calls
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
            "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",

@@ -27,11 +27,11 @@ import time
 import torch
 from torch import nn
 
-from .config import ModelConfig, model_config
-from .hardware import link as get_link
-from .measure import synchronize
+from .core.config import model_config, ModelConfig
+from .core.hardware import link as get_link
+from .core.units import require_positive
+from .measure import device as default_device, synchronize
 from .model import Decoder
-from .units import require_positive
 
 __all__ = ["layer_nbytes", "offload_run", "offload_table"]
 
@@ -186,7 +186,6 @@ def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: 
         model = Decoder(cfg, dtype=dtype)
     cfg = model.cfg
     host = model.cpu()
-    from .measure import device as default_device
     dev = torch.device(device) if device is not None else default_device()
     timer = _Timer(dev)
     g = torch.Generator().manual_seed(seed)

@@ -35,10 +35,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from .accounting import expected_experts_hit
-from .config import ModelConfig, model_config, tensor_specs
-from .model import Decoder, _check_supported, apply_rope, linear, rms_norm, route
-from .units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
+from .core.accounting import expected_experts_hit
+from .core.config import model_config, ModelConfig, tensor_specs
+from .core.hardware import HARDWARE, hardware, ridge_point
+from .core.units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
+from .linear_kernels import linear
+from .model import apply_rope, check_supported, Decoder, rms_norm, route
 
 __all__ = ["op_ledger", "analytic_op_costs", "attention_traffic", "ledger_totals", "layer_costs", "op_regions",
            "matmul_ridge_tokens", "PHASES", "ATTENTION_KERNELS", "MATMUL_OPS"]
@@ -159,7 +161,7 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
         ValueError: bad phase / sizes / ``attention`` (named).
     """
     T, C = _shape_args(cfg, batch, seq_len, phase, context_len)
-    _check_supported(cfg)
+    check_supported(cfg)
     if attention not in ATTENTION_KERNELS:
         raise ValueError(f"attention={attention!r} is not allowed; allowed: {', '.join(ATTENTION_KERNELS)}")
     B, D, H, Hkv, dh, e = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, elem_bytes
@@ -450,7 +452,6 @@ def _first_moe_layer(cfg: ModelConfig) -> int:
 
 def _hardware_spec(name):
     """The preset ``name`` (ValueError naming ``hardware`` for anything else, a list included)."""
-    from .hardware import HARDWARE, hardware
 
     if not isinstance(name, str):
         raise ValueError(f"hardware={name!r} is not allowed; it must be a preset name: {', '.join(HARDWARE)}")
@@ -485,7 +486,6 @@ def op_regions(model: str = "Llama-3-8B", phase: str = "prefill", batch: int = 1
         ValueError: unknown preset, hardware or dtype; a dtype without a peak on ``hardware``;
             an unsupported architecture (MLA); bad sizes.
     """
-    from .hardware import ridge_point
 
     cfg = model_config(model)
     check_dtype(dtype)
@@ -521,7 +521,6 @@ def matmul_ridge_tokens(model: str = "Llama-3-8B", hardware: str = "H100-SXM", d
         ValueError: unknown preset/hardware/dtype, an unsupported architecture, or no N up to
             ``max_tokens`` reaches the ridge.
     """
-    from .hardware import ridge_point
 
     cfg = model_config(model)
     check_dtype(dtype)

@@ -24,9 +24,10 @@ import random
 
 import torch
 
-from .config import ModelConfig
+from .core.config import ModelConfig
+from .core.units import require_nonnegative, require_positive
 from .flash import merge_attention_partials
-from .units import require_nonnegative, require_positive
+from .model import row_range
 
 __all__ = [
     "OutOfBlocksError", "BlockAllocator", "blocks_needed", "tail_waste", "slot_of", "slot_mapping",
@@ -378,7 +379,6 @@ class PagedKVCache:
         Raises:
             ValueError: non-contiguous or out-of-range rows.
         """
-        from .model import row_range
 
         r0, r1 = row_range(index, self.batch)
         return PagedKVCache(self.cfg, 0, 0, max_len=self.max_len, _view=(self._st, self._r0 + r0, r1 - r0))

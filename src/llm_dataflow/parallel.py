@@ -24,30 +24,40 @@ d_h head_dim, F d_ff, L layers, E experts, k experts per token, N ranks):
   :func:`llm_dataflow.flash.merge_attention_partials`).
 
 The spawn targets ``demo_*`` run each form on the book's tiny presets and are what the notebook,
-the tests and ``python -m llm_dataflow.launch`` / ``torchrun`` start.
+the tests and ``python -m llm_dataflow.launch`` / ``torchrun`` start.  The arithmetic of these
+layouts (the degree checks, layer partitions, pipeline timelines and the bytes each form moves)
+is :mod:`llm_dataflow.core.parallel`; this module runs them on ranks and holds chapter 07's
+calculator (:func:`parallel_step_time`) and figures.
 """
 from __future__ import annotations
 
-import functools
 import math
 import time
 
 import torch
 from torch import nn
 
-from .collectives import CommCounter, collective_time, p2p_time
-from .accounting import _no_overflow, ep_bytes_per_token, tp_bytes_per_token_per_layer, weight_bytes  # noqa: F401
-from .fit import check_parallel
-from .config import MAX_LAYERS, ModelConfig, model_config, param_count
-from .hardware import hardware as _hardware
-from .units import GB, dtype_bytes, require_nonnegative, require_positive
+from .collectives import CommCounter, demo_collectives
+from .core.accounting import decode_step_flops, kv_bytes, weight_bytes_read
+from .core.collectives import collective_time, p2p_time
+from .core.config import model_config, ModelConfig
+from .core.fit import memory_fit
+from .core.formats import as_precision_plan
+from .core.hardware import hardware as _hardware, link as _lk
+from .core.kv import kv_token_bytes
+from .core.parallel import (check_ep_degree, check_parallel, check_tp_degree, kv_heads_per_rank,
+                            layer_partition)
+from .core.units import dtype_bytes, GB, no_overflow, require_positive
+from .flash import attention_partial, merge_attention_partials
+from .launch import rank_device
+from .measure import seed_all
+from .model import Decoder, KVCache, route
 
 __all__ = [
-    "check_tp_degree", "shard_decoder_tp", "tp_forward", "tp_generate", "tp_layer_forward",
-    "layer_partition", "pipeline_forward", "pipeline_schedule", "pipeline_bubble_fraction", "MAX_PIPELINE_EVENTS",
-    "plot_pipeline_timeline",
-    "check_ep_degree", "shard_moe_ep", "ep_moe_forward",
-    "ring_attention", "ring_attention_bytes_per_rank",
+    "shard_decoder_tp", "tp_forward", "tp_generate", "tp_layer_forward",
+    "pipeline_forward", "plot_pipeline_timeline",
+    "shard_moe_ep", "ep_moe_forward",
+    "ring_attention",
     "parallel_step_time", "plot_topology",
     "demo_tensor_parallel", "demo_pipeline_parallel", "demo_expert_parallel", "demo_context_parallel",
     "demo_all", "build_decoder", "demo_inputs",
@@ -59,8 +69,6 @@ def build_decoder(cfg: ModelConfig | str, seed: int = 0, dtype: torch.dtype = to
     """The single-process :class:`~llm_dataflow.model.Decoder` every rank (and the reference)
     starts from: built on CPU after ``seed_all(seed)`` (so every process gets the same random
     weights), then moved to ``device``."""
-    from .measure import seed_all
-    from .model import Decoder
 
     cfg = model_config(cfg) if isinstance(cfg, str) else cfg
     seed_all(seed)
@@ -83,19 +91,6 @@ def demo_inputs(vocab_size: int, batch: int, seq: int, seed: int = 1) -> torch.T
 
 
 # --- tensor parallel ---------------------------------------------------------------------------
-def check_tp_degree(cfg: ModelConfig, n_ranks: int) -> None:
-    """Raise ``ValueError`` unless ``n_ranks`` is a tensor-parallel degree
-    :func:`~llm_dataflow.accounting.check_parallel` accepts for ``cfg`` (the one degree check).
-
-    Raises:
-        ValueError: ``cfg`` neither a ModelConfig nor a preset name; ``n_ranks`` not a positive
-            integer or a TP degree ``check_parallel`` rejects (the message names ``n_ranks``,
-            the degree ``tp`` and the field it must fit).
-    """
-    from .accounting import _check_degree, _model
-    _check_degree(_model(cfg), "n_ranks", n_ranks, "tp")
-
-
 def _slice_linear(lin: nn.Linear, dim: int, lo: int, hi: int, keep_bias: bool) -> nn.Linear:
     """A new Linear holding rows (``dim=0``: output features, column-parallel) or columns
     (``dim=1``: input features, row-parallel) ``lo:hi`` of ``lin``.  A row-parallel layer keeps
@@ -205,7 +200,6 @@ def tp_generate(decoder, input_ids: torch.Tensor, max_new_tokens: int, comm: Com
     Raises:
         ValueError: ``max_new_tokens`` < 1.
     """
-    from .model import KVCache
 
     require_positive("max_new_tokens", max_new_tokens)
     B, T0 = input_ids.shape
@@ -223,30 +217,6 @@ def tp_generate(decoder, input_ids: torch.Tensor, max_new_tokens: int, comm: Com
 
 
 # --- pipeline parallel -------------------------------------------------------------------------
-def layer_partition(n_layers: int, n_stages: int) -> list[tuple[int, int]]:
-    """Contiguous ``[start, end)`` layer ranges per stage, sizes differing by at most one
-    (the first ``n_layers mod n_stages`` stages get the extra layer).
-
-    Raises:
-        ValueError: ``n_layers`` not an integer in ``1..MAX_LAYERS`` (1,024,
-            :data:`~llm_dataflow.config.MAX_LAYERS`, the bound of every ModelConfig), ``n_stages``
-            not in ``1..n_layers``.
-    """
-    require_positive("n_layers", n_layers)
-    if n_layers > MAX_LAYERS:
-        raise ValueError(f"n_layers={n_layers} is not allowed; at most MAX_LAYERS={MAX_LAYERS}")
-    require_positive("n_stages", n_stages)
-    if n_stages > n_layers:
-        raise ValueError(f"n_stages={n_stages} is more than n_layers={n_layers}; allowed: 1..{n_layers}")
-    base, extra = divmod(n_layers, n_stages)
-    out, lo = [], 0
-    for s in range(n_stages):
-        hi = lo + base + (s < extra)
-        out.append((lo, hi))
-        lo = hi
-    return out
-
-
 @torch.inference_mode()
 def pipeline_forward(decoder, input_ids: torch.Tensor, n_microbatches: int, comm: CommCounter,
                      t0: float | None = None) -> dict:
@@ -292,61 +262,6 @@ def pipeline_forward(decoder, input_ids: torch.Tensor, n_microbatches: int, comm
     return {"logits": torch.cat(outs, 0) if outs else None, "events": events, "layers": (lo, hi)}
 
 
-#: The most (stage, micro-batch) events :func:`pipeline_schedule` lays out (a timeline figure
-#: shows far fewer; GPipe, arXiv:1811.06965, ran up to 32 micro-batches on 8 stages).
-MAX_PIPELINE_EVENTS = 2**16
-
-
-def pipeline_schedule(n_stages: int, n_microbatches: int, t_stage: float = 1.0, t_comm: float = 0.0) -> list[dict]:
-    """Analytic GPipe forward timeline: micro-batch m starts on stage s when stage s finished
-    m−1 and stage s−1 finished m (plus the send ``t_comm``).
-
-    Returns:
-        ``[{"stage", "microbatch", "start", "end"}]`` (s, or units of ``t_stage``).  The last
-        event ends at ``(M + S − 1)·t_stage + (S − 1)·t_comm``.
-
-    Raises:
-        ValueError: ``n_stages`` or ``n_microbatches`` not a positive integer, ``n_stages`` more
-            than :data:`~llm_dataflow.config.MAX_LAYERS` (a stage holds at least one layer),
-            ``n_stages · n_microbatches`` more than :data:`MAX_PIPELINE_EVENTS` (one event each);
-            ``t_stage`` not a positive finite number, ``t_comm`` not a non-negative finite
-            number, or an end time that overflows a float.
-    """
-    require_positive("n_stages", n_stages)
-    require_positive("n_microbatches", n_microbatches)
-    if n_stages > MAX_LAYERS:
-        raise ValueError(f"n_stages={n_stages} is not allowed; at most MAX_LAYERS={MAX_LAYERS} "
-                         "(a stage holds at least one layer)")
-    if n_stages * n_microbatches > MAX_PIPELINE_EVENTS:
-        raise ValueError(f"n_stages={n_stages} × n_microbatches={n_microbatches} is not allowed; at most "
-                         f"MAX_PIPELINE_EVENTS={MAX_PIPELINE_EVENTS:,} events")
-    require_positive("t_stage", t_stage, integer=False)
-    require_nonnegative("t_comm", t_comm, integer=False)
-    if not math.isfinite((n_microbatches + n_stages - 1) * t_stage + (n_stages - 1) * t_comm):
-        raise ValueError(f"t_stage={t_stage!r}, t_comm={t_comm!r} are not allowed: the timeline's end "
-                         "overflows a float")
-    end = {}
-    ev = []
-    for m in range(n_microbatches):
-        for s in range(n_stages):
-            start = max(end.get((s, m - 1), 0.0), end[(s - 1, m)] + t_comm if s else 0.0)
-            end[(s, m)] = start + t_stage
-            ev.append({"stage": s, "microbatch": m, "start": start, "end": start + t_stage})
-    return ev
-
-
-def pipeline_bubble_fraction(n_stages: int, n_microbatches: int) -> float:
-    """Idle fraction of each stage in a GPipe forward: ``(S − 1) / (M + S − 1)``
-    (Huang et al. 2019, arXiv:1811.06965 §2.2).  One request (M = 1) on S stages: ``(S−1)/S``.
-
-    Raises:
-        ValueError: non-positive sizes.
-    """
-    require_positive("n_stages", n_stages)
-    require_positive("n_microbatches", n_microbatches)
-    return (n_stages - 1) / (n_microbatches + n_stages - 1)
-
-
 def plot_pipeline_timeline(events: list[dict], ax=None, title: str = "", unit: str = "ms", scale: float = 1e3):
     """Gantt chart of pipeline ``events`` (as :func:`pipeline_forward` / :func:`pipeline_schedule`
     return): one row per stage, one coloured bar per micro-batch, numbered where the bar is wide
@@ -377,24 +292,6 @@ def plot_pipeline_timeline(events: list[dict], ax=None, title: str = "", unit: s
 
 
 # --- expert parallel ---------------------------------------------------------------------------
-def check_ep_degree(cfg: ModelConfig, n_ranks: int) -> None:
-    """Raise ``ValueError`` unless ``n_ranks`` is an expert-parallel degree
-    :func:`~llm_dataflow.accounting.check_parallel` accepts (an MoE whose E it divides).
-
-    Raises:
-        ValueError: ``cfg`` neither a ModelConfig nor a preset name; ``n_ranks`` not a positive
-            integer; a dense ``cfg``; an EP degree ``check_parallel`` rejects (the message names
-            ``n_ranks`` and ``n_routed_experts``).
-    """
-    from .accounting import _check_degree, _model
-    cfg = _model(cfg)
-    require_positive("n_ranks", n_ranks)
-    if not cfg.is_moe:
-        raise ValueError(f"n_routed_experts={cfg.n_routed_experts} (model {cfg.name!r} is dense); "
-                         "expert parallelism needs an MoE config")
-    _check_degree(cfg, "n_ranks", n_ranks, "ep")
-
-
 def shard_moe_ep(moe, rank: int, n_ranks: int, cfg: ModelConfig | None = None):
     """Keep only experts ``rank·E/N … (rank+1)·E/N − 1`` of an MoE block (the others are
     replaced by ``None`` so their weights are freed); router and shared expert stay replicated.
@@ -434,7 +331,6 @@ def ep_moe_forward(moe, x: torch.Tensor, comm: CommCounter) -> tuple[torch.Tenso
     (bytes this rank sends to other ranks: dispatch rows for remote experts plus combine rows
     going back to remote tokens).
     """
-    from .model import route
 
     import torch.distributed as dist
 
@@ -495,7 +391,6 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: Comm
     Returns:
         ``[B, H, T_r, d_h]``: this rank's rows of ``softmax(QKᵀ/√d_h) V`` over the full sequence.
     """
-    from .flash import attention_partial, merge_attention_partials
 
     import torch.distributed as dist
 
@@ -526,44 +421,26 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, comm: Comm
     return o
 
 
-@_no_overflow('batch', 'seq', 'n_kv_heads', 'head_dim', 'n_ranks')
-def ring_attention_bytes_per_rank(batch: int, seq: int, n_kv_heads: int, head_dim: int, n_ranks: int,
-                                  dtype: str = "bf16") -> float:
-    """Bytes each rank sends in :func:`ring_attention` (per layer): N−1 K/V blocks of
-    ``2·B·H_kv·(T/N)·d_h`` elements = ``2·(N−1)/N·B·T·H_kv·d_h·elem`` (Liu et al. 2023,
-    arXiv:2310.01889: the block transfer overlaps the block's compute when it is long enough).
-
-    Raises:
-        ValueError: non-positive sizes or unknown dtype.
-            Counts (``batch``, ``seq``, ``n_kv_heads``, ``head_dim``, ``n_ranks``) so large
-            that a result overflows a float: a ValueError naming them.
-    """
-    for f, v in (("batch", batch), ("seq", seq), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
-                 ("n_ranks", n_ranks)):
-        require_positive(f, v)
-    return 2 * (n_ranks - 1) / n_ranks * batch * seq * n_kv_heads * head_dim * dtype_bytes(dtype)
-
-
 # --- topology and the communication-vs-compute calculator ---------------------------------------
-@_no_overflow('batch', 'context')
+@no_overflow('batch', 'context')
 def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM", tp: int = 8, pp: int = 1,
                        link: str = "NVLink4", batch: int = 1, dtype: str = "bf16", pp_link: str | None = None,
                        context: int = 0, algorithm: str = "ring") -> dict:
     """One decode step (one new token for each of ``batch`` sequences at ``context`` cached
     tokens) on ``tp × pp`` GPUs: compute time vs communication time, analytically — a view of
-    :mod:`llm_dataflow.accounting`.
+    :mod:`llm_dataflow.core.accounting`.
 
     Model (all times in s):
 
     * compute per stage = the roofline of this GPU's share of the step:
       ``max(bytes_gpu/HBM_bw, FLOPs/(tp·pp)/peak)``, where ``bytes_gpu`` is the weights read
-      (:func:`~llm_dataflow.accounting.weight_bytes_read` — MoE experts the batch is expected to
+      (:func:`~llm_dataflow.core.accounting.weight_bytes_read` — MoE experts the batch is expected to
       touch — over ``tp·pp``) plus this GPU's KV read and write (its stage's layers, its KV heads:
       replicated when ``tp > n_kv_heads``) and FLOPs are
-      :func:`~llm_dataflow.accounting.decode_step_flops`; at ``tp = pp = 1`` this is exactly
-      :func:`~llm_dataflow.roofline.decode_step_lower_bound`.  Launch overheads are left out;
+      :func:`~llm_dataflow.core.accounting.decode_step_flops`; at ``tp = pp = 1`` this is exactly
+      :func:`~llm_dataflow.core.roofline.decode_step_lower_bound`.  Launch overheads are left out;
     * TP communication per stage = ``2·(L/pp)`` all-reduces of ``B·D·elem`` bytes over ``tp``
-      ranks (:func:`~llm_dataflow.collectives.collective_time` on ``link`` with ``algorithm``:
+      ranks (:func:`~llm_dataflow.core.collectives.collective_time` on ``link`` with ``algorithm``:
       the α–β ring by default, or ``"nvls"``, ``"one_shot"``, ``"two_shot"``); it sits between
       dependent matmuls, so it adds to the step unless other work overlaps it;
     * PP communication = ``pp − 1`` sends of ``B·D·elem`` bytes (:func:`p2p_time`) over
@@ -572,28 +449,26 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
 
     Returns:
         dict: ``GPUs``, ``weights per GPU (GB)``, the memory-fit verdict
-        (:func:`~llm_dataflow.accounting.memory_fit`), ``all-reduce message (bytes)``, compute /
+        (:func:`~llm_dataflow.core.fit.memory_fit`), ``all-reduce message (bytes)``, compute /
         TP / PP / total communication time per step and per token (s), ``comm / compute`` and a
         ``verdict`` on whether the communication could hide behind compute.
 
     Raises:
-        ValueError: unknown preset, a layout :func:`~llm_dataflow.accounting.check_parallel`
+        ValueError: unknown preset, a layout :func:`~llm_dataflow.core.parallel.check_parallel`
             rejects, ``batch`` not positive, ``context`` negative.
             Counts (``batch``, ``context``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .accounting import _as_plan, _kv_token, decode_step_flops, kv_bytes, weight_bytes_read
-    from .fit import _kv_heads_per_rank, memory_fit
     cfg = model_config(model)
     hw = _hardware(hardware)
     check_parallel(cfg, tp=tp, pp=pp)
     require_positive("batch", batch)
-    plan = _as_plan(dtype)
+    plan = as_precision_plan(dtype)
     fit = memory_fit(cfg, hw, plan, batch=batch, context=context, tp=tp, pp=pp)
     elem = dtype_bytes(plan.activation_dtype)
     n_gpu = tp * pp
-    kv_share = _kv_heads_per_rank(cfg, tp) / pp
-    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * _kv_token(cfg, plan.kv_dtype)) * kv_share
+    kv_share = kv_heads_per_rank(cfg, tp) / pp
+    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) * kv_share
     t_mem = (weight_bytes_read(cfg, plan, batch) / n_gpu + kv_gpu) / hw.hbm_bandwidth
     t_flop = decode_step_flops(cfg, batch, context) / n_gpu / hw.flops(plan.compute_dtype(hw))
     compute = pp * max(t_mem, t_flop)
@@ -625,7 +500,7 @@ def plot_topology(ax=None):
     across nodes the path is GPU → PCIe switch → NIC → InfiniBand/RoCE fabric → NIC → GPU.
     With GPUDirect RDMA the NIC reads GPU memory directly (green); without it the data bounces
     through a buffer in host memory (red, dashed: two extra PCIe crossings and a staging copy).
-    Per-direction bandwidths come from :data:`~llm_dataflow.hardware.LINKS`.
+    Per-direction bandwidths come from :data:`~llm_dataflow.core.hardware.LINKS`.
 
     Drawn in inches (data units = inches, equal aspect) for a 6.4 × 4.6 in axes, the size it
     creates without ``ax``; its text sizes come from the book's style
@@ -634,7 +509,6 @@ def plot_topology(ax=None):
     from matplotlib.lines import Line2D
     from matplotlib.patches import FancyBboxPatch
 
-    from .hardware import link as _lk
 
     W, H = 6.4, 4.5
     if ax is None:
@@ -711,7 +585,6 @@ def demo_tensor_parallel(rank: int, world_size: int, model: str = "tiny-llama", 
     prefill, "decode_handed": bytes, "decode_steps", "layer_param_bytes": this rank's layer
     weights}``.
     """
-    from .launch import rank_device
 
     dev = rank_device()
     dec = build_decoder(model, seed, device=dev)
@@ -736,7 +609,6 @@ def demo_pipeline_parallel(rank: int, world_size: int, model: str | ModelConfig 
     ranks' events share one time axis; across machines the axis is only as good as the barrier)."""
     import torch.distributed as dist
 
-    from .launch import rank_device
 
     dev = rank_device()
     dec = build_decoder(model, seed, device=dev)
@@ -764,7 +636,6 @@ def demo_expert_parallel(rank: int, world_size: int, model: str = "tiny-moe", n_
     ``n_tokens`` rows of a seeded ``[n_tokens, D]`` input are split over ranks (contiguous,
     ``tensor_split``).  Returns ``{"y": this rank's [n_r, D] output, **stats}`` of
     :func:`ep_moe_forward`."""
-    from .launch import rank_device
 
     dev = rank_device()
     dec = build_decoder(model, seed, device=dev)
@@ -782,7 +653,6 @@ def demo_context_parallel(rank: int, world_size: int, batch: int = 1, n_heads: i
     """Spawn target: ring attention over a seeded ``q [B, H, T, d_h]``, ``k, v [B, H_kv, T, d_h]``
     split along T (``tensor_split``: irregular lengths allowed).  Returns ``{"out": this rank's
     [B, H, T_r, d_h], "sent_bytes": bytes}``."""
-    from .launch import rank_device
 
     dev = rank_device()
     g = torch.Generator().manual_seed(seed)
@@ -805,7 +675,6 @@ def demo_all(rank: int, world_size: int, forms: dict | None = None) -> dict:
     Raises:
         ValueError: an unknown form name.
     """
-    from .collectives import demo_collectives
 
     table = {"collectives": demo_collectives, "tensor_parallel": demo_tensor_parallel,
              "pipeline_parallel": demo_pipeline_parallel, "expert_parallel": demo_expert_parallel,

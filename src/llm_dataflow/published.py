@@ -10,11 +10,11 @@ setting** — never a typed number:
 * a **time** row (a latency, or the time per token that a published tokens/s implies) gets the
   package's *lower bound* on that time (:mod:`llm_dataflow.roofline` for decode/prefill steps,
   :func:`~llm_dataflow.gemm.gemm_traffic` with the chip's peaks for one GEMM,
-  :func:`~llm_dataflow.collectives.collective_time` for a collective), and ``efficiency =
+  :func:`~llm_dataflow.core.collectives.collective_time` for a collective), and ``efficiency =
   bound / measured``;
 * a **rate** row (``bandwidth`` in B/s, ``flops`` in FLOP/s) gets the *peak* of the part
-  (:class:`~llm_dataflow.hardware.HardwareSpec` HBM bandwidth or dense peak FLOP/s, a
-  :class:`~llm_dataflow.hardware.LinkSpec`'s per-direction bandwidth), and ``efficiency =
+  (:class:`~llm_dataflow.core.hardware.HardwareSpec` HBM bandwidth or dense peak FLOP/s, a
+  :class:`~llm_dataflow.core.hardware.LinkSpec`'s per-direction bandwidth), and ``efficiency =
   measured / peak``.
 
 A published measurement can never beat a lower bound: ``efficiency <= 1`` for every row is the
@@ -29,10 +29,10 @@ Columns of the CSV (one row per published number):
 ``system``      software and version (or commit) that produced the number
 ``model``       the model as published (empty for kernel or link measurements)
 ``preset``      the package's model preset with the same shapes (empty if none is needed)
-``gpu``         the package's hardware preset (:func:`~llm_dataflow.hardware.hardware`)
+``gpu``         the package's hardware preset (:func:`~llm_dataflow.core.hardware.hardware`)
 ``n_gpus``      GPUs the published number covers
 ``precision``   the precision as published
-``weights``     the package's weight format for the bound (:data:`~llm_dataflow.accounting.WEIGHT_FORMATS`,
+``weights``     the package's weight format for the bound (:data:`~llm_dataflow.core.formats.WEIGHT_FORMATS`,
                 ``int4-g<N>`` for INT4 with group size N, ``+kvfp8`` for an FP8 KV cache)
 ``batch``       sequences decoded together (empty: not published — the bound lets it grow
                 without limit, which only lowers the bound)
@@ -58,14 +58,14 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from .accounting import (QuantSpec, WEIGHT_FORMATS, decode_step_bytes, precision_plan, prefill_flops,
-                         weight_bytes_read)
-from .collectives import collective_bytes_per_rank, collective_time
-from .config import model_config
+from .core.accounting import decode_step_bytes, prefill_flops, weight_bytes_read
+from .core.collectives import collective_bytes_per_rank, collective_time
+from .core.config import model_config
+from .core.formats import precision_plan, QuantSpec, WEIGHT_FORMATS
+from .core.hardware import as_hardware, hardware, HardwareSpec, link
+from .core.roofline import decode_step_bounds, prefill_bounds
+from .core.units import dtype_bytes, require_nonnegative, require_positive
 from .gemm import gemm_traffic
-from .hardware import HardwareSpec, _hw, hardware, link
-from .roofline import decode_step_bounds, prefill_bounds
-from .units import dtype_bytes, require_nonnegative, require_positive
 
 __all__ = ["PublishedMeasurement", "published_measurements", "published_table", "BOUND_METHODS",
            "CHAPTER_TOPICS", "KNOWN_MODEL_GAPS", "UNUSED_CANDIDATES", "aggregate_hardware",
@@ -193,7 +193,7 @@ def aggregate_hardware(hw: HardwareSpec | str, n_gpus: int) -> HardwareSpec:
         ValueError: ``hw`` neither a hardware preset name nor a HardwareSpec, ``n_gpus`` not an
             integer >= 1 (bools refused), or so many GPUs that a total overflows a float.
     """
-    hw = _hw(hw)
+    hw = as_hardware(hw)
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
         raise ValueError(f"n_gpus={n_gpus!r} is not allowed; it must be an integer >= 1")
     if n_gpus == 1:

@@ -2,7 +2,7 @@
 
 The account quantisation changes is **bytes per element**: a decode step reads every weight once,
 so storing 4 bits instead of 16 cuts the bytes a step must move by up to 4×.  The layout here is
-the one :class:`llm_dataflow.accounting.QuantSpec` counts, byte for byte:
+the one :class:`llm_dataflow.core.formats.QuantSpec` counts, byte for byte:
 
 * values: ``ceil(out·in·bits/8)`` bytes (INT4 packed two per byte, low nibble first);
 * scales: one per group in ``spec.scale_dtype`` (FP16 by default, FP32 for FP8 blocks);
@@ -29,10 +29,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .formats import QuantSpec
-from .units import require_positive
-from .config import ModelConfig, tensor_specs
-from .units import dtype_bits
+from .core.accounting import weight_bytes
+from .core.config import model_config, ModelConfig, tensor_specs
+from .core.formats import precision_plan, QuantSpec
+from .core.roofline import decode_step_bounds
+from .core.units import dtype_bits, GB, require_positive
 
 __all__ = [
     "QuantizedTensor", "QuantLinear", "pack_int4", "unpack_int4", "quantize_weight",
@@ -362,8 +363,8 @@ def quant_spec(scheme: str, group_size: int = 128) -> QuantSpec | None:
 
 
 def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H100-SXM") -> dict:
-    """Chapter 08's calculator: a view of :mod:`llm_dataflow.accounting` for preset ``model`` with
-    weights in format ``weights`` (:data:`~llm_dataflow.accounting.WEIGHT_FORMATS`; unquantised
+    """Chapter 08's calculator: a view of :mod:`llm_dataflow.core.accounting` for preset ``model`` with
+    weights in format ``weights`` (:data:`~llm_dataflow.core.formats.WEIGHT_FORMATS`; unquantised
     roles in BF16, KV cache in BF16): weight bytes stored and their ratio to BF16, bits per
     quantised element (values + scales + zero points), the bytes a batch-1 decode step at
     context 0 reads (gathered embedding row, every other weight once) and its lower bound on
@@ -373,11 +374,6 @@ def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H1
     Raises:
         ValueError: unknown preset, format or hardware.
     """
-    from .accounting import weight_bytes
-    from .formats import precision_plan
-    from .config import model_config
-    from .roofline import decode_step_bounds
-    from .units import GB
 
     cfg = model_config(model)
     plan = precision_plan(weights)

@@ -1,263 +1,19 @@
-"""Prefill vs decode on the roofline: lower bounds from the accounting model, and chapter 05's
-calculators.
-
-The roofline model (Williams, Waterman & Patterson, "Roofline", CACM 2009): a step can finish no
-sooner than ``max(FLOPs / peak FLOP/s, bytes / memory bandwidth)``.  The FLOPs and bytes come
-from :mod:`llm_dataflow.accounting` (one accounting model for every chapter); this module divides
-them by a chip's peaks (:func:`decode_step_lower_bound`, :func:`prefill_lower_bound`, the
-companions :func:`decode_step_bounds` / :func:`prefill_bounds` that return both terms and which
-binds, and :func:`critical_batch`).
-
-Hardware arguments ``hw`` accept a preset name (``"H100-SXM"``), a
-:class:`~llm_dataflow.hardware.HardwareSpec`, or a :class:`~llm_dataflow.measure.MeasuredRoofline`
-— anything with an ``hbm_bandwidth`` attribute (B/s) and a ``flops(dtype)`` method (FLOP/s).
-Precision arguments ``dtype`` accept a weight-format name (``"bf16"``, ``"int4"``, ``"fp8"``,
-``"fp4"``, … :data:`~llm_dataflow.accounting.WEIGHT_FORMATS`) or a
-:class:`~llm_dataflow.accounting.PrecisionPlan`.
+"""Chapter 05's calculators: the roofline bounds of :mod:`llm_dataflow.core.roofline` and the
+memory fit of :mod:`llm_dataflow.core.fit`, as the named outputs ``ldf.calculator`` shows.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from .accounting import (_as_plan, _cfg, _quantised_matmul_params, _no_overflow, decode_step_bytes, decode_step_flops, prefill_bytes,
-                         prefill_flops, weight_bytes_read)
-from .config import ModelConfig
-from .hardware import HardwareSpec, hardware
-from .units import GB, check_dtype, require_nonnegative, require_positive
+from .core.accounting import weight_bytes_read
+from .core.config import ModelConfig, model_config
+from .core.fit import memory_fit
+from .core.formats import as_precision_plan
+from .core.roofline import (as_roofline_hardware, critical_batch, decode_step_bounds,
+                            prefill_lower_bound)
+from .core.units import GB, no_overflow, require_nonnegative, require_positive
 
-__all__ = ["StepBounds", "decode_step_bounds", "prefill_bounds", "decode_step_lower_bound",
-           "prefill_lower_bound", "critical_batch", "decode_calculator", "batch_calculator"]
-
-
-def _hw(hw) -> "HardwareSpec":
-    if isinstance(hw, str):
-        return hardware(hw)
-    if hasattr(hw, "hbm_bandwidth") and hasattr(hw, "flops"):
-        return hw
-    raise ValueError(f"hw={hw!r} is not allowed; give a hardware preset name, a HardwareSpec or a "
-                     "MeasuredRoofline")
-
-
-# --------------------------------------------------------------------------------------------
-# bounds
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StepBounds:
-    """Both roofline terms of one step and which one binds.
-
-    Attributes:
-        phase: ``"decode"`` or ``"prefill"``.
-        flops: FLOPs of the step.
-        nbytes: bytes moved (see the counting function for the terms).
-        compute_s: ``flops / peak FLOP/s`` (s).
-        memory_s: ``nbytes / bandwidth`` (s).
-        tokens: tokens produced (decode: B) or processed (prefill: B·T).
-        batch: B.
-        peak_flops: the effective FLOP/s: ``flops / compute_s`` (one peak, or the mix of the
-            quantised format's and the activation dtype's peaks, see ``_compute_s``).
-        bandwidth: B/s used.
-    """
-
-    phase: str
-    flops: float
-    nbytes: float
-    compute_s: float
-    memory_s: float
-    tokens: int
-    batch: int
-    peak_flops: float
-    bandwidth: float
-
-    @property
-    def time_s(self) -> float:
-        """The lower bound: ``max(compute_s, memory_s)`` (s)."""
-        return max(self.compute_s, self.memory_s)
-
-    @property
-    def bound(self) -> str:
-        """``"memory"`` or ``"compute"`` — the larger term (ties go to memory)."""
-        return "compute" if self.compute_s > self.memory_s else "memory"
-
-    @property
-    def intensity(self) -> float:
-        """Arithmetic intensity, FLOP/B."""
-        return self.flops / self.nbytes
-
-    @property
-    def bytes_per_token(self) -> float:
-        """``nbytes / tokens`` (B)."""
-        return self.nbytes / self.tokens
-
-    @property
-    def tokens_per_s(self) -> float:
-        """Upper bound on throughput, ``tokens / time_s`` (token/s, all sequences together)."""
-        return self.tokens / self.time_s
-
-
-def _peak(hw, plan, compute_dtype: str | None) -> tuple[float, str]:
-    cd = compute_dtype or plan.compute_dtype(hw)
-    check_dtype(cd, field="compute_dtype")
-    return hw.flops(cd), cd
-
-
-def _compute_s(cfg, hw, plan, compute_dtype: str | None, flops: float, linear_tokens: int) -> tuple[float, float]:
-    """``(seconds, effective FLOP/s)`` of ``flops`` on ``hw``.
-
-    With FP8/FP4 weights that run at their own peak (:meth:`PrecisionPlan.compute_dtype`), only
-    the quantised linear layers' FLOPs (``2 · linear_tokens`` per quantised weight) run there;
-    attention over the KV cache and the matmuls the format keeps in high precision (LM head,
-    router) run at the activation dtype's peak — FlashAttention-3 and FlashMLA compute
-    attention in BF16 unless an FP8 attention kernel is chosen.  An explicit ``compute_dtype``
-    prices every FLOP at its peak."""
-    peak, cd = _peak(hw, plan, compute_dtype)
-    act = plan.activation_dtype
-    if compute_dtype is not None or plan.quant is None or cd == act or not isinstance(cfg, ModelConfig):
-        return flops / peak, peak
-    q = 2 * linear_tokens * _quantised_matmul_params(cfg, plan.quant)
-    seconds = q / peak + (flops - q) / hw.flops(act)
-    return seconds, flops / seconds
-
-
-def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf16", *,
-                       compute_dtype: str | None = None, kv_dtype: str | None = None,
-                       embedding: str = "rows", mla: str = "absorbed") -> StepBounds:
-    """Both terms of the decode-step lower bound and which binds.
-
-    ``compute_s = decode_step_flops / hw.flops(compute dtype)``; ``memory_s =
-    decode_step_bytes / hw.hbm_bandwidth``.  Byte terms: weights once per step (gathered
-    embedding rows by default) + every sequence's KV read + the new tokens' KV write
-    (:func:`~llm_dataflow.accounting.decode_step_bytes`); FLOP terms: 2 per matmul weight per
-    token + attention over ``context_len + 1`` keys (MLA in the absorbed form by default).
-    ``dtype`` is a weight format or :class:`~llm_dataflow.accounting.PrecisionPlan`; the compute
-    dtype defaults to the plan's (:meth:`PrecisionPlan.compute_dtype`: BF16 for weight-only
-    INT8/INT4, FP8/FP4 where the chip has that peak), the KV dtype to the plan's.
-
-    Raises:
-        ValueError: ``batch`` < 1, ``context_len`` < 0, unknown hardware/dtype, or a compute
-            dtype with no peak FLOP/s on ``hw``.
-            Counts (``batch``, ``context_len``) so large that a result overflows a float: a
-            ValueError naming them.
-    """
-    hw = _hw(hw)
-    plan = _as_plan(dtype, kv_dtype)
-    cfg = _cfg(cfg)
-    flops = decode_step_flops(cfg, batch, context_len, mla=mla)
-    nbytes = decode_step_bytes(cfg, batch, context_len, plan, embedding=embedding)
-    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch)
-    return StepBounds("decode", flops, nbytes, compute_s, nbytes / hw.hbm_bandwidth, batch, batch,
-                      peak, hw.hbm_bandwidth)
-
-
-@_no_overflow('prompt_len', 'batch')
-def prefill_bounds(cfg, hw, prompt_len: int, batch: int = 1, dtype="bf16", *,
-                   compute_dtype: str | None = None, kv_dtype: str | None = None,
-                   embedding: str = "rows", all_logits: bool = False, mla: str = "naive") -> StepBounds:
-    """Both terms of the prefill lower bound and which binds.
-
-    ``compute_s = prefill_flops / hw.flops(compute dtype)`` (matmuls for B·T tokens, causal
-    attention — MLA un-absorbed by default, as prefill kernels run it — logits for the last
-    position or all with ``all_logits``); ``memory_s = prefill_bytes / hw.hbm_bandwidth``
-    (weights once + KV written for B·T positions).  Precision as :func:`decode_step_bounds`.
-
-    Raises:
-        ValueError: ``prompt_len`` or ``batch`` < 1, unknown hardware/dtype.
-            Counts (``prompt_len``, ``batch``) so large that a result overflows a float: a
-            ValueError naming them.
-    """
-    hw = _hw(hw)
-    plan = _as_plan(dtype, kv_dtype)
-    cfg = _cfg(cfg)
-    flops = prefill_flops(cfg, prompt_len, batch, all_logits=all_logits, mla=mla)
-    nbytes = prefill_bytes(cfg, prompt_len, batch, plan, embedding=embedding)
-    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch * prompt_len)
-    return StepBounds("prefill", flops, nbytes, compute_s, nbytes / hw.hbm_bandwidth,
-                      batch * prompt_len, batch, peak, hw.hbm_bandwidth)
-
-
-def decode_step_lower_bound(cfg, hw, batch: int = 1, context_len: int = 0, dtype: str = "bf16",
-                            **kw) -> float:
-    """Seconds one decode step takes at least: ``max(bytes / bandwidth, FLOPs / peak)``.
-
-    Includes: weights read once per step (every stored weight but the embedding table, of
-    which only the gathered rows; ``embedding="table"`` counts it whole), each sequence's KV cache read (``context_len`` positions) and the new tokens' KV
-    write; FLOPs of every matmul for ``batch`` tokens plus attention over ``context_len + 1``
-    keys.  Excludes activations, kernel launch and host overheads.  See
-    :func:`decode_step_bounds` for keyword options.
-
-    Example (the seed's numbers): a 7e9-parameter model in BF16 is 14 GB; on an H100 SXM
-    (3.35 TB/s) ``decode_step_lower_bound(7e9, "H100-SXM")`` ≈ 4.18 ms ≈ 239 steps/s.
-
-    Raises:
-        ValueError: ``batch`` < 1, ``context_len`` < 0, unknown hardware or dtype.
-    """
-    return decode_step_bounds(cfg, hw, batch, context_len, dtype, **kw).time_s
-
-
-def prefill_lower_bound(cfg, hw, prompt_len: int, batch: int = 1, dtype: str = "bf16", **kw) -> float:
-    """Seconds a prefill of ``batch`` × ``prompt_len`` tokens takes at least:
-    ``max(bytes / bandwidth, FLOPs / peak)``.
-
-    Includes: FLOPs of every matmul for B·T tokens, causal attention (lower triangle), logits of
-    the last position; bytes of the weights (read once) and of the KV cache written.  Excludes
-    activations, attention-score traffic and host overheads.  See :func:`prefill_bounds`.
-
-    Raises:
-        ValueError: ``prompt_len`` or ``batch`` < 1, unknown hardware or dtype.
-    """
-    return prefill_bounds(cfg, hw, prompt_len, batch, dtype, **kw).time_s
-
-
-@_no_overflow('context_len', 'max_batch', finite=False)   # math.inf: never compute-bound
-def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: int = 2**20,
-                   compute_dtype: str | None = None, kv_dtype: str | None = None,
-                   embedding: str = "rows", mla: str = "absorbed") -> float:
-    """The smallest batch B at which a decode step turns compute-bound (``compute_s >
-    memory_s``), or ``math.inf`` if it never does up to ``max_batch`` (long contexts: the
-    per-sequence KV read grows as fast as the FLOPs, so batching stops helping).
-
-    Weights only (context 0, dense, bare count N): ``2·N·B / F = N·b / BW`` gives
-    ``B* = b · F / (2 · BW)`` = bytes per weight × ridge point / 2 — for BF16 on an H100 SXM,
-    ``2 · 989.4e12 / (2 · 3.35e12)`` ≈ 295.3, so B = 296.
-
-    Keyword options as for :func:`decode_step_bounds`; the result agrees with its ``bound``.
-
-    Returns:
-        int batch, or ``math.inf``.
-
-    Raises:
-        ValueError: ``context_len`` < 0, unknown hardware or dtype.
-            Counts (``context_len``, ``max_batch``) so large that a result overflows a float: a
-            ValueError naming them.
-    """
-    require_positive("max_batch", max_batch)
-    require_nonnegative("context_len", context_len)
-    hw, cfg = _hw(hw), _cfg(cfg)
-    plan = _as_plan(dtype, kv_dtype)
-    bw = hw.hbm_bandwidth
-    # per-sequence terms, computed once: FLOPs f and KV bytes k are exactly linear in B
-    # (decode_step_flops = B·f, decode_step_bytes = weights(B) + B·k); only the weights term
-    # depends on B non-linearly (MoE experts touched, gathered embedding rows)
-    f = decode_step_flops(cfg, 1, context_len, mla=mla)
-    c1 = _compute_s(cfg, hw, plan, compute_dtype, f, 1)[0]   # compute seconds per sequence (linear in B)
-    k = (decode_step_bytes(cfg, 1, context_len, plan, embedding=embedding)
-         - weight_bytes_read(cfg, plan, 1, embedding=embedding))
-
-    def compute_bound(b):  # the test of StepBounds.bound, without recounting the model
-        return b * c1 > (weight_bytes_read(cfg, plan, b, embedding=embedding) + b * k) / bw
-
-    if compute_bound(1):
-        return 1
-    hi = 1
-    while not compute_bound(hi):
-        if hi >= max_batch:
-            return math.inf
-        hi = min(hi * 2, max_batch)
-    lo = hi // 2  # memory-bound at lo, compute-bound at hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
-    return hi
+__all__ = ["decode_calculator", "batch_calculator"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,7 +26,6 @@ def _batch_text(b: float) -> object:
 def _calculator_args(model, batch, context):
     """The ModelConfig of a calculator's ``model`` argument, after checking ``batch`` and
     ``context``: each error names the calculator's own parameter."""
-    from .config import ModelConfig, model_config
     cfg = model_config(model) if isinstance(model, str) else model
     if not isinstance(cfg, ModelConfig):
         raise ValueError(f"model={model!r} is not allowed; give a preset name or a ModelConfig")
@@ -279,17 +34,17 @@ def _calculator_args(model, batch, context):
     return cfg
 
 
-@_no_overflow('batch', 'context')
+@no_overflow('batch', 'context')
 def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM", dtype: str = "bf16",
                       batch: int = 1, context: int = 0) -> dict:
     """Everything chapter 05's calculator shows for one setting on one GPU, as a dict of named
-    outputs — a view of :mod:`llm_dataflow.accounting`.
+    outputs — a view of :mod:`llm_dataflow.core.accounting`.
 
     Keys: step time bound (ms), the memory and compute terms (ms), which resource binds,
     tokens/s per sequence and in total, bytes per generated token (GB), the compute and KV
-    dtypes used (:class:`~llm_dataflow.accounting.PrecisionPlan` defaults: BF16 KV cache for
+    dtypes used (:class:`~llm_dataflow.core.formats.PrecisionPlan` defaults: BF16 KV cache for
     quantised weights), the critical batch at this context, the prefill bound of a
-    ``context``-token prompt, and the memory-fit verdict (:func:`~llm_dataflow.accounting.memory_fit`)
+    ``context``-token prompt, and the memory-fit verdict (:func:`~llm_dataflow.core.fit.memory_fit`)
     with the KV room left.
 
     Raises:
@@ -299,10 +54,9 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
             Counts (``batch``, ``context``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .fit import memory_fit
     model = _calculator_args(model, batch, context)
-    hw = _hw(hardware_name)
-    plan = _as_plan(dtype)
+    hw = as_roofline_hardware(hardware_name)
+    plan = as_precision_plan(dtype)
     cd = plan.compute_dtype(hw)
     b = decode_step_bounds(model, hw, batch, context, plan)
     fit = memory_fit(model, hw, plan, batch=batch, context=context)
@@ -323,10 +77,10 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
     }
 
 
-@_no_overflow('batch', 'context')
+@no_overflow('batch', 'context')
 def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM", batch: int = 1,
                      context: int = 0) -> dict:
-    """BF16 decode as the batch grows (a view of :mod:`llm_dataflow.accounting`): bytes per
+    """BF16 decode as the batch grows (a view of :mod:`llm_dataflow.core.accounting`): bytes per
     token (falls as 1/B while memory binds), step time, tokens/s in total, the two terms, which
     binds, and whether the batch's KV cache still fits on one GPU.
 
@@ -337,7 +91,6 @@ def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM",
             Counts (``batch``, ``context``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .fit import memory_fit
     model = _calculator_args(model, batch, context)
     b = decode_step_bounds(model, hardware_name, batch, context, "bf16")
     fit = memory_fit(model, hardware_name, "bf16", batch=batch, context=context)

@@ -18,7 +18,7 @@ import pathlib
 
 import torch
 
-from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
+from .core.units import check_dtype, dtype_bits, require_nonnegative, require_positive
 
 __all__ = ["minilm_tokenizer", "book_corpus", "train_byte_bpe", "LLAMA3_SPECIAL_TOKENS",
            "LLAMA3_CHAT_TEMPLATE", "SPECIAL_TOKEN_NAMES", "render_chat", "read_tokenizer_config", "encode_chat",

@@ -2,12 +2,16 @@
 
 One table for one deployment — parameters, weight bytes, KV bytes, whether it fits and the KV
 room left, the decode-step bound and what binds, the prefill bound, the critical batch and the
-tensor-parallel traffic per token — every number from :mod:`llm_dataflow.accounting` and
-:mod:`llm_dataflow.roofline`, so it equals what the chapters' calculators show for the same
-setting.  ``--json`` prints the same as a JSON object.
+tensor-parallel traffic per token — every number from :mod:`llm_dataflow.core.accounting`,
+:mod:`llm_dataflow.core.fit` and :mod:`llm_dataflow.core.roofline`, so it equals what the
+chapters' calculators show for the same setting.  ``--json`` prints the same as a JSON object.
 
     python -m llm_dataflow plan Llama-3.1-8B --hardware H100-SXM --weights int4 --context 8192
     python -m llm_dataflow plan path/to/config.json --hardware H200 --tp 2 --json
+
+:func:`main` is the whole command: ``main(["plan", "Llama-2-7B", "--hardware", "H100-SXM",
+"--json"])`` prints to stdout and returns the exit status; it imports only the standard library
+(matplotlib only for ``--plot``), so the web planner runs it in the browser (Pyodide).
 """
 from __future__ import annotations
 
@@ -17,16 +21,17 @@ import math
 import os
 import sys
 
-from .accounting import _kv_token, _no_overflow, kv_bytes, tp_bytes_per_token_per_layer, weight_bytes
-from .fit import _kv_heads_per_rank, check_parallel, memory_fit
-from .formats import WEIGHT_FORMATS, precision_plan
-from .config import MODEL_PRESETS, ModelConfig, model_config, param_count
+from .accounting import kv_bytes, weight_bytes
+from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count
+from .fit import memory_fit
+from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
 from .hardware import HARDWARE
-from .kv import KV_DTYPES
+from .kv import kv_token_bytes
+from .parallel import check_parallel, kv_heads_per_rank, tp_bytes_per_token_per_layer
 from .roofline import critical_batch, decode_step_bounds, prefill_bounds
-from .units import fmt_bytes, fmt_si, require_nonnegative, require_positive
+from .units import fmt_bytes, fmt_si, no_overflow, require_nonnegative, require_positive
 
-__all__ = ["plan_report", "load_model_arg"]
+__all__ = ["plan_report", "load_model_arg"]   # and main(argv), the command
 
 
 def load_model_arg(arg: str) -> ModelConfig:
@@ -60,7 +65,7 @@ def load_model_arg(arg: str) -> ModelConfig:
         raise ValueError(f"{path}: {e}") from None
 
 
-@_no_overflow('batch', 'context', 'prompt')
+@no_overflow('batch', 'context', 'prompt')
 def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1, context: int = 0,
                 prompt: int | None = None, weights: str = "bf16", kv: str | None = None) -> dict:
     """Everything ``plan`` prints, as a dict (bytes in B, times in s).
@@ -78,14 +83,13 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
 
     Raises:
         ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``hardware`` not a preset of
-            :data:`~llm_dataflow.hardware.HARDWARE`, unknown ``weights`` or ``kv``, a ``tp``
+            :data:`~llm_dataflow.core.hardware.HARDWARE`, unknown ``weights`` or ``kv``, a ``tp``
             :func:`check_parallel` rejects, ``batch`` not a positive integer, ``context`` or
             ``prompt`` not a non-negative integer (each message names the argument).
             Counts (``batch``, ``context``, ``prompt``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .accounting import _model
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     if not isinstance(hardware, str) or hardware not in HARDWARE:
         raise ValueError(f"hardware={hardware!r} is not a preset; allowed: {', '.join(HARDWARE)}")
     check_parallel(cfg, tp=tp)
@@ -98,10 +102,10 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     hw = HARDWARE[hardware]
     fit = memory_fit(cfg, hw, plan, batch=batch, context=context, prompt_len=prompt, tp=tp)
     d = decode_step_bounds(cfg, hw, batch, context, plan)
-    share = _kv_heads_per_rank(cfg, tp)
+    share = kv_heads_per_rank(cfg, tp)
     # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank
-    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * _kv_token(cfg, plan.kv_dtype)) * share
-    w_gpu = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * _kv_token(cfg, plan.kv_dtype))
+    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
+    w_gpu = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype))
     mem_s = (w_gpu / tp + kv_gpu) / hw.hbm_bandwidth
     comp_s = d.compute_s / tp
     step = d.time_s if tp == 1 else max(mem_s, comp_s)
@@ -113,7 +117,7 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
         "weights": weights, "kv_dtype": plan.kv_dtype, "compute_dtype": plan.compute_dtype(hw),
         "params_total": param_count(cfg), "params_active": param_count(cfg, active=True),
         "weight_bytes": weight_bytes(cfg, plan), "weight_bytes_per_gpu": fit.weights,
-        "kv_bytes_per_token": _kv_token(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
+        "kv_bytes_per_token": kv_token_bytes(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
         "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": fit.activations,
         "reserve_bytes_per_gpu": fit.reserve, "fits": fit.fits, "fit": fit.reason,
         "kv_room_tokens": fit.kv_room_tokens,
@@ -153,6 +157,7 @@ def _table(r: dict) -> str:
 
 
 def _plot(cfg: ModelConfig, args, path: str) -> None:
+    # matplotlib is an optional dependency, imported only when --plot asks for a figure
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -174,7 +179,18 @@ def _plot(cfg: ModelConfig, args, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m llm_dataflow``; returns the exit status (2 for bad input)."""
+    """Entry point of ``python -m llm_dataflow``: parse ``argv`` (default ``sys.argv[1:]``), print
+    the table or ``--json`` to stdout, and return the exit status: 0, or 2 for bad input, after
+    argparse's usage line and a message naming the argument on stderr (``--help``: 0).  It never
+    raises ``SystemExit``, so a caller (the web planner in Pyodide) reads the status it returns.
+    """
+    try:
+        return _run(argv)
+    except SystemExit as e:           # argparse: --help (0) and bad input (2)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+
+
+def _run(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_dataflow",
                                      description="Executable lessons on how data moves through LLM inference.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -1,6 +1,6 @@
 """The one accounting model: every byte and FLOP a chapter's calculator shows comes from here.
 
-One setting — a model (:class:`~llm_dataflow.config.ModelConfig`), a :class:`PrecisionPlan`
+One setting — a model (:class:`~llm_dataflow.core.config.ModelConfig`), a :class:`PrecisionPlan`
 (weights as a dtype or a :class:`QuantSpec`, the KV-cache dtype, the activation and compute
 dtypes), a batch, a context and a parallel layout — gives one set of numbers, whichever chapter
 asks:
@@ -8,17 +8,19 @@ asks:
 * **weights** — bytes stored (:func:`weight_bytes`) and bytes one forward pass must read
   (:func:`weight_bytes_read`: MoE experts the tokens are expected to touch, embedding rows
   gathered or the table, scales and zero points of quantised formats);
-* **KV cache** — :func:`kv_bytes` (chapter 06's formula, :func:`llm_dataflow.kv.kv_cache_bytes`,
+* **KV cache** — :func:`kv_bytes` (chapter 06's formula, :func:`llm_dataflow.core.kv.kv_cache_bytes`,
   in the plan's KV dtype: BF16 unless asked otherwise, whatever the weights are);
 * **activations** — :func:`activation_bytes`, the workspace peak of one forward pass;
-* **collectives** — :func:`tp_bytes_per_token_per_layer`, :func:`ep_bytes_per_token`;
+* **collectives** — the parallel arithmetic (:mod:`llm_dataflow.core.parallel`:
+  ``tp_bytes_per_token_per_layer``, ``ep_bytes_per_token``) builds on these counts;
 * **FLOPs and step bytes** — :func:`decode_step_flops`, :func:`decode_step_bytes`,
   :func:`prefill_flops`, :func:`prefill_bytes`, which the roofline bounds
-  (:mod:`llm_dataflow.roofline`) divide by a chip's peaks;
-* **formats** — :mod:`llm_dataflow.formats` (:class:`~llm_dataflow.formats.QuantSpec`,
-  :class:`~llm_dataflow.formats.PrecisionPlan`) names the dtypes these counts use;
-* **fit** — :mod:`llm_dataflow.fit`: the one TP/PP/EP degree check and the memory-fit verdict
-  (weights + KV + activations + a stated runtime reserve against one GPU's capacity).
+  (:mod:`llm_dataflow.core.roofline`) divide by a chip's peaks;
+* **formats** — :mod:`llm_dataflow.core.formats` (:class:`~llm_dataflow.core.formats.QuantSpec`,
+  :class:`~llm_dataflow.core.formats.PrecisionPlan`) names the dtypes these counts use;
+* **fit** — :mod:`llm_dataflow.core.parallel` holds the one TP/PP/EP degree check and
+  :mod:`llm_dataflow.core.fit` the memory-fit verdict (weights + KV + activations + a stated
+  runtime reserve against one GPU's capacity).
 
 Units: bytes (B), FLOPs; GB = 1e9 B.  Shapes use ``book/notation.md``'s letters.
 """
@@ -27,18 +29,20 @@ from __future__ import annotations
 import functools
 import math
 
-from .config import ModelConfig, model_config, tensor_specs
-from .formats import WEIGHT_FORMATS, PrecisionPlan, QuantSpec, _as_plan, precision_plan  # noqa: F401
-from .units import check_dtype, dtype_bits, dtype_bytes, require_nonnegative, require_positive
+from .config import MAX_EXPERTS, ModelConfig, as_model_config, as_model_or_count, tensor_specs
+from .formats import KV_DTYPES, PrecisionPlan, QuantSpec, as_precision_plan
+from .kv import kv_cache_bytes, kv_layer_bytes_per_token, kv_token_bytes
+from .units import check_dtype, dtype_bits, dtype_bytes, no_overflow, require_nonnegative, require_positive
 
 __all__ = [
     # bytes
     "weight_bytes", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes",
-    "kv_read_over_steps", "activation_bytes", "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
+    "kv_read_over_steps", "activation_bytes",
     # FLOPs and step totals
     "matmul_params", "attention_flops_per_token", "decode_step_flops", "decode_step_bytes",
-    "prefill_flops", "prefill_bytes", "MLA_FORMS", "MAX_PARAM_COUNT",
+    "prefill_flops", "prefill_bytes", "MLA_FORMS",
 ]
+# also public, for the modules above (not re-exported by ``ldf``): tensor_bytes, quantised_matmul_params
 
 _EMBEDDING_MODES = ("rows", "table")
 #: MLA attention forms: ``"absorbed"`` (decode kernels that read only the latent, e.g. FlashMLA)
@@ -46,75 +50,12 @@ _EMBEDDING_MODES = ("rows", "table")
 MLA_FORMS = ("absorbed", "naive")
 
 
-#: The largest bare parameter count the calculators accept (``cfg`` given as a number): 1e18,
-#: a million times the largest published model (about 1e12 parameters, Kimi K2's 1.04e12), so
-#: that FLOP and byte counts built from it stay far inside a float's range.
-MAX_PARAM_COUNT = 1e18
-
-
-class _Overflow(ValueError):
-    """A count too large for a float (raised by :func:`_no_overflow`; a ValueError)."""
-
-
-def _short(v) -> str:
-    """``repr(v)``, but an int of more than 20 digits as ``~10**k``."""
-    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**20:
-        return f"{'-' if v < 0 else ''}~10**{len(str(abs(v))) - 1}"
-    return repr(v)
-
-
-def _no_overflow(*fields: str, finite: bool = True):
-    """Decorator: an ``OverflowError`` inside the calculator (an exact int count beyond a float's
-    range, e.g. ``batch=10**400``), or (with ``finite``) a float result that overflowed to
-    ``inf``, becomes a ValueError naming ``fields`` with their values.  The outermost decorated
-    calculator names its own parameters."""
-    def deco(fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            try:
-                out = fn(*args, **kwargs)
-                if not (finite and isinstance(out, float) and not math.isfinite(out)):
-                    return out
-            except (OverflowError, _Overflow):
-                pass
-            import inspect
-            try:
-                bound = inspect.signature(fn).bind(*args, **kwargs)
-                bound.apply_defaults()
-                shown = ", ".join(f"{f}={_short(bound.arguments[f])}" for f in fields)
-            except TypeError:
-                shown = ", ".join(fields)
-            raise _Overflow(f"{shown}: too large, the result overflows a float") from None
-        return wrapper
-    return deco
-
-
-def _cfg(cfg):
-    """A ModelConfig, a preset name, or a bare parameter count (int/float in (0, MAX_PARAM_COUNT])."""
-    if isinstance(cfg, ModelConfig):
-        return cfg
-    if isinstance(cfg, str):
-        return model_config(cfg)
-    if isinstance(cfg, (int, float)) and not isinstance(cfg, bool):
-        require_positive("cfg (parameter count)", cfg, integer=False)
-        if not cfg <= MAX_PARAM_COUNT:
-            raise ValueError(f"cfg={cfg!r} is not allowed; a parameter count must be at most "
-                             f"MAX_PARAM_COUNT={MAX_PARAM_COUNT:g}")
-        return cfg
-    raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig, a preset name or a parameter count")
-
-
-def _model(cfg) -> ModelConfig:
-    c = _cfg(cfg)
-    if not isinstance(c, ModelConfig):
-        raise ValueError(f"cfg={cfg!r} is not allowed here; give a ModelConfig or a preset name")
-    return c
-
-
 # =============================================================================================
 # weight bytes
 # =============================================================================================
-def _tensor_bytes(t, dtype: str, quant: QuantSpec | None) -> int:
+def tensor_bytes(t, dtype: str, quant: QuantSpec | None) -> int:
+    """Bytes stored for one checkpoint tensor ``t`` (a :class:`~llm_dataflow.core.config.TensorSpec`):
+    in ``quant``'s format when it quantises ``t``'s role, else ``numel`` elements of ``dtype``."""
     if quant is not None and t.in_features is not None and t.role not in quant.keep:
         return quant.tensor_bytes(t.shape, t.in_features)
     return math.ceil(t.numel * dtype_bits(dtype) / 8)
@@ -132,16 +73,16 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None 
         ValueError: unknown dtype or format, or a group size that does not divide a tensor's
             input dimension.
     """
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     if quant is not None and not isinstance(quant, QuantSpec):
         raise ValueError(f"quant={quant!r} is not allowed; give a QuantSpec or None")
-    p = _as_plan(dtype)
+    p = as_precision_plan(dtype)
     return _weight_bytes(cfg, p.weights, quant if quant is not None else p.quant)
 
 
 @functools.lru_cache(maxsize=4096)   # calculators evaluate whole grids of settings
 def _weight_bytes(cfg: ModelConfig, dtype: str, quant: QuantSpec | None) -> int:
-    return sum(_tensor_bytes(t, dtype, quant) for t in tensor_specs(cfg))
+    return sum(tensor_bytes(t, dtype, quant) for t in tensor_specs(cfg))
 
 
 def layer_weight_bytes(cfg, dtype="bf16") -> int:
@@ -152,9 +93,9 @@ def layer_weight_bytes(cfg, dtype="bf16") -> int:
     Raises:
         ValueError: as :func:`weight_bytes`.
     """
-    cfg = _model(cfg)
-    p = _as_plan(dtype)
-    return sum(_tensor_bytes(t, p.weights, p.quant) for t in tensor_specs(cfg) if t.layer is not None)
+    cfg = as_model_config(cfg)
+    p = as_precision_plan(dtype)
+    return sum(tensor_bytes(t, p.weights, p.quant) for t in tensor_specs(cfg) if t.layer is not None)
 
 
 def expected_experts_hit(n_experts: int, k: int, n_tokens: int) -> float:
@@ -164,10 +105,9 @@ def expected_experts_hit(n_experts: int, k: int, n_tokens: int) -> float:
 
     Raises:
         ValueError: ``n_experts``, ``k`` or ``n_tokens`` not a positive integer, ``n_experts``
-            more than :data:`~llm_dataflow.config.MAX_EXPERTS` (1,024, the bound of every
+            more than :data:`~llm_dataflow.core.config.MAX_EXPERTS` (1,024, the bound of every
             ModelConfig), ``k > n_experts``.
     """
-    from .config import MAX_EXPERTS
     require_positive("n_experts", n_experts)
     if n_experts > MAX_EXPERTS:
         raise ValueError(f"n_experts={n_experts} is not allowed; at most MAX_EXPERTS={MAX_EXPERTS}")
@@ -186,7 +126,7 @@ def _weight_parts(cfg: ModelConfig, p: PrecisionPlan) -> tuple:
     gathered table], bytes of one routed expert summed over the MoE layers)."""
     other, experts, tables = 0, 0, []
     for t in tensor_specs(cfg):
-        b = _tensor_bytes(t, p.weights, p.quant)
+        b = tensor_bytes(t, p.weights, p.quant)
         if t.role == "expert":
             experts += b if t.expert == 0 else 0
         elif (t.role == "embedding" and not cfg.tie_embeddings) or t.role == "position_embedding":
@@ -196,7 +136,7 @@ def _weight_parts(cfg: ModelConfig, p: PrecisionPlan) -> tuple:
     return other, tuple(tables), experts
 
 
-@_no_overflow('n_tokens')
+@no_overflow('n_tokens')
 def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | None = None, *,
                       embedding: str = "rows") -> float:
     """Bytes of weights one forward pass over ``n_tokens`` tokens must read from memory (B),
@@ -216,18 +156,18 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``n_tokens`` < 1, unknown dtype/format or
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``n_tokens`` < 1, unknown dtype/format or
             ``embedding``, a group size that does not divide.
             Counts (``n_tokens``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    cfg = _cfg(cfg)
+    cfg = as_model_or_count(cfg)
     require_positive("n_tokens", n_tokens)
     if embedding not in _EMBEDDING_MODES:
         raise ValueError(f"embedding={embedding!r} is not allowed; allowed: {', '.join(_EMBEDDING_MODES)}")
     if quant is not None and not isinstance(quant, QuantSpec):
         raise ValueError(f"quant={quant!r} is not allowed; give a QuantSpec or None")
-    p = _as_plan(dtype)
+    p = as_precision_plan(dtype)
     if quant is not None:
         p = PrecisionPlan(p.weights, quant, p.kv, p.activations, p.compute)
     if not isinstance(cfg, ModelConfig):
@@ -247,14 +187,13 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
 # =============================================================================================
 def kv_bytes(cfg, seq_len: int, batch: int = 1, kv_dtype="bf16") -> int:
     """KV-cache bytes of ``batch`` sequences of ``seq_len`` tokens (B): chapter 06's
-    :func:`llm_dataflow.kv.kv_cache_bytes` (sliding windows and MLA's latent included).
+    :func:`llm_dataflow.core.kv.kv_cache_bytes` (sliding windows and MLA's latent included).
     ``kv_dtype`` is a KV dtype name or a :class:`PrecisionPlan` (its KV dtype).
 
     Raises:
         ValueError: ``seq_len`` < 0, ``batch`` < 1, unknown dtype.
     """
-    from .kv import KV_DTYPES
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     require_nonnegative("seq_len", seq_len)
     require_positive("batch", batch)
     kvd = kv_dtype.kv_dtype if isinstance(kv_dtype, PrecisionPlan) else check_dtype(kv_dtype, KV_DTYPES, "kv_dtype")
@@ -263,17 +202,10 @@ def kv_bytes(cfg, seq_len: int, batch: int = 1, kv_dtype="bf16") -> int:
 
 @functools.lru_cache(maxsize=8192)
 def _kv_seq(cfg: ModelConfig, seq_len: int, kvd: str) -> int:
-    from .kv import kv_cache_bytes
     return int(kv_cache_bytes(cfg, seq_len, 1, kvd))
 
 
-@functools.lru_cache(maxsize=1024)
-def _kv_token(cfg: ModelConfig, kvd: str) -> int:
-    from .kv import kv_bytes_per_token
-    return int(kv_bytes_per_token(cfg, kvd))
-
-
-@_no_overflow('context_len', 'steps', 'batch')
+@no_overflow('context_len', 'steps', 'batch')
 def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dtype="bf16") -> int:
     """KV bytes read by ``steps`` decode steps that start at ``context_len`` cached tokens (B):
     ``Σ_{i=1..steps} kv_bytes(cfg, context_len + i − 1, batch)``, in closed form per layer
@@ -285,8 +217,7 @@ def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dty
             Counts (``context_len``, ``steps``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .kv import KV_DTYPES, kv_layer_bytes_per_token
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     require_nonnegative("context_len", context_len)
     require_nonnegative("steps", steps)
     require_positive("batch", batch)
@@ -304,7 +235,7 @@ def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dty
     return batch * total
 
 
-@_no_overflow('tokens', 'logits_rows')
+@no_overflow('tokens', 'logits_rows')
 def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows: int | None = None) -> int:
     """Modelled workspace peak of one forward pass over ``tokens`` tokens on one GPU (B).
 
@@ -322,11 +253,11 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
             Counts (``tokens``, ``logits_rows``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     require_positive("tokens", tokens)
     require_positive("tp", tp)
     rows = tokens if logits_rows is None else require_nonnegative("logits_rows", logits_rows)
-    elem = dtype_bytes(_as_plan(dtype).activation_dtype)
+    elem = dtype_bytes(as_precision_plan(dtype).activation_dtype)
     if cfg.is_mla:
         qkv = cfg.n_heads * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim) + cfg.kv_lora_rank + cfg.qk_rope_head_dim
     else:
@@ -339,65 +270,13 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
     return math.ceil(tokens * per_token + rows * cfg.vocab_size * 4 / tp)
 
 
-def _check_degree(cfg: ModelConfig, field: str, value, degree: str) -> None:
-    """:func:`~llm_dataflow.fit.check_parallel` of one degree (``"tp"``, ``"pp"`` or ``"ep"``)
-    passed as the parameter ``field``; its errors name ``field`` as well as the degree."""
-    from .fit import check_parallel
-    require_positive(field, value)
-    try:
-        check_parallel(cfg, **{degree: value})
-    except ValueError as err:
-        raise ValueError(f"{field}={value!r}: {err}") from None
-
-
-def tp_bytes_per_token_per_layer(cfg, n_ranks: int, dtype="bf16") -> dict:
-    """Tensor-parallel communication per token per layer (Megatron-LM, arXiv:1909.08053 §3).
-
-    Two all-reduces per layer, each of one ``D``-vector per token in the activation dtype:
-    ``handed = 2·D·elem`` bytes (what a rank gives ``all_reduce``) and, with ring all-reduce,
-    ``sent = 2·2(N−1)/N·D·elem`` bytes leaving each rank.
-
-    Returns:
-        ``{"handed": bytes, "sent_per_rank": bytes, "all_reduces": 2}``.
-
-    Raises:
-        ValueError: unknown preset or dtype, ``n_ranks`` not a positive integer or a TP degree
-            :func:`check_parallel` rejects (the message names ``n_ranks``).
-    """
-    from .collectives import collective_bytes_per_rank
-
-    cfg = _model(cfg)
-    _check_degree(cfg, "n_ranks", n_ranks, "tp")
-    handed = 2 * cfg.d_model * dtype_bytes(_as_plan(dtype).activation_dtype)
-    return {"handed": handed, "sent_per_rank": 2 * collective_bytes_per_rank("all_reduce", handed / 2, n_ranks),
-            "all_reduces": 2}
-
-
-def ep_bytes_per_token(cfg, n_ranks: int, dtype="bf16") -> dict:
-    """Expected expert-parallel traffic per token per MoE layer with uniform routing: each of
-    the k slots of a token goes to a remote rank with probability ``(N−1)/N``; dispatch and
-    combine each move one ``D``-vector per remote slot (GShard, arXiv:2006.16668 §2).
-
-    Returns ``{"dispatch": k·(N−1)/N·D·elem, "combine": same, "total": 2×}`` (bytes).
-
-    Raises:
-        ValueError: dense config, ``n_ranks`` not a positive integer or an EP degree
-            :func:`check_parallel` rejects (the message names ``n_ranks``), unknown dtype.
-    """
-    cfg = _model(cfg)
-    _check_degree(cfg, "n_ranks", n_ranks, "ep")
-    one = cfg.n_experts_per_token * (n_ranks - 1) / n_ranks * cfg.d_model * dtype_bytes(
-        _as_plan(dtype).activation_dtype)
-    return {"dispatch": one, "combine": one, "total": 2 * one}
-
-
 # =============================================================================================
 # FLOPs and the bytes of one step
 # =============================================================================================
 def matmul_params(cfg, *, active: bool = True) -> int:
     """Weights that take part in a matrix multiply for one token (multiply–adds per token).
 
-    Counts every linear weight of :func:`~llm_dataflow.config.tensor_specs` (attention, MLP,
+    Counts every linear weight of :func:`~llm_dataflow.core.config.tensor_specs` (attention, MLP,
     router, experts, ``lm_head``; the embedding table too when it is tied to the output layer).
     The input embedding is a gather (no FLOPs); norms and biases are element-wise.  With
     ``active=True`` an MoE counts only the ``n_experts_per_token`` routed experts a token uses.
@@ -405,9 +284,9 @@ def matmul_params(cfg, *, active: bool = True) -> int:
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`].
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`].
     """
-    cfg = _cfg(cfg)
+    cfg = as_model_or_count(cfg)
     if not isinstance(cfg, ModelConfig):
         return int(cfg)
     return _matmul_params(cfg, bool(active))
@@ -428,7 +307,7 @@ def _matmul_params(cfg: ModelConfig, active: bool) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _quantised_matmul_params(cfg: ModelConfig, quant: QuantSpec) -> int:
+def quantised_matmul_params(cfg: ModelConfig, quant: QuantSpec) -> int:
     """Matmul weights one token multiplies in the *quantised* format (active experts only):
     every linear weight whose role ``quant.keep`` does not keep in high precision."""
     return sum(t.numel for t in tensor_specs(cfg)
@@ -467,7 +346,7 @@ def attention_flops_per_token(cfg, attended: int, *, mla: str = "absorbed") -> i
     Raises:
         ValueError: ``attended`` negative, unknown ``mla``.
     """
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     require_nonnegative("attended", attended)
     w = _attn_width(cfg, mla)
     total = 0
@@ -511,10 +390,10 @@ def decode_step_flops(cfg, batch: int = 1, context_len: int = 0, *, mla: str = "
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, context with a
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, context with a
             bare count, unknown ``mla``.
     """
-    cfg = _cfg(cfg)
+    cfg = as_model_or_count(cfg)
     require_positive("batch", batch)
     require_nonnegative("context_len", context_len)
     if not isinstance(cfg, ModelConfig):
@@ -523,7 +402,7 @@ def decode_step_flops(cfg, batch: int = 1, context_len: int = 0, *, mla: str = "
     return batch * (2 * matmul_params(cfg) + attention_flops_per_token(cfg, context_len + 1, mla=mla))
 
 
-@_no_overflow('batch', 'context_len')
+@no_overflow('batch', 'context_len')
 def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *,
                       kv_dtype: str | None = None, embedding: str = "rows") -> float:
     """Bytes one decode step must move between memory and the chip (lower bound).
@@ -541,21 +420,21 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, unknown dtype,
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, unknown dtype,
             context with a bare count.
             Counts (``batch``, ``context_len``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    cfg = _cfg(cfg)
+    cfg = as_model_or_count(cfg)
     require_positive("batch", batch)
     require_nonnegative("context_len", context_len)
-    p = _as_plan(dtype, kv_dtype)
+    p = as_precision_plan(dtype, kv_dtype)
     w = weight_bytes_read(cfg, p, batch, embedding=embedding)
     if not isinstance(cfg, ModelConfig):
         _no_context(context_len)
         return w
     kvd = p.kv_dtype
-    return w + batch * (_kv_seq(cfg, context_len, kvd) if context_len else 0) + batch * _kv_token(cfg, kvd)
+    return w + batch * (_kv_seq(cfg, context_len, kvd) if context_len else 0) + batch * kv_token_bytes(cfg, kvd)
 
 
 def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = False, mla: str = "naive") -> int:
@@ -570,9 +449,9 @@ def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = Fa
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown ``mla``.
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown ``mla``.
     """
-    cfg = _cfg(cfg)
+    cfg = as_model_or_count(cfg)
     require_positive("prompt_len", prompt_len)
     require_positive("batch", batch)
     if not isinstance(cfg, ModelConfig):
@@ -583,7 +462,7 @@ def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = Fa
     return batch * (2 * body * prompt_len + 2 * head * t_out + _causal_attention_flops(cfg, prompt_len, mla))
 
 
-@_no_overflow('prompt_len', 'batch')
+@no_overflow('prompt_len', 'batch')
 def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
                   kv_dtype: str | None = None, embedding: str = "rows") -> float:
     """Bytes a prefill must move (lower bound): the weights read once (:func:`weight_bytes_read`
@@ -593,14 +472,14 @@ def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown dtype.
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown dtype.
             Counts (``prompt_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    cfg = _cfg(cfg)
+    cfg = as_model_or_count(cfg)
     require_positive("prompt_len", prompt_len)
     require_positive("batch", batch)
-    p = _as_plan(dtype, kv_dtype)
+    p = as_precision_plan(dtype, kv_dtype)
     w = weight_bytes_read(cfg, p, batch * prompt_len, embedding=embedding)
     if not isinstance(cfg, ModelConfig):
         return w

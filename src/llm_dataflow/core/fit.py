@@ -1,6 +1,6 @@
-"""Parallel layout and memory fit: the one TP/PP/EP degree check, and whether a deployment's
-weights, KV cache, activations and runtime reserve fit in each GPU — counted with
-:mod:`llm_dataflow.accounting`.
+"""Memory fit: whether a deployment's weights, KV cache, activations and runtime reserve fit in
+each GPU — counted with :mod:`llm_dataflow.core.accounting`, split over the layout that
+:mod:`llm_dataflow.core.parallel` checks.
 """
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import functools
 import math
 from dataclasses import dataclass
 
-from .accounting import _as_plan, _kv_token, _model, _no_overflow, _tensor_bytes, activation_bytes, kv_bytes
-from .config import ModelConfig, tensor_specs
-from .formats import PrecisionPlan
-from .units import GB, require_nonnegative, require_positive
+from .accounting import activation_bytes, kv_bytes, tensor_bytes
+from .config import ModelConfig, as_model_config, tensor_specs
+from .formats import PrecisionPlan, as_precision_plan
+from .hardware import HardwareSpec, hardware
+from .kv import kv_token_bytes
+from .parallel import check_parallel, kv_heads_per_rank, layer_partition
+from .units import GB, no_overflow, require_nonnegative, require_positive
 
-__all__ = ["check_parallel", "valid_tp_degrees", "MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION",
+__all__ = ["MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION",
            "MAX_BATCHED_TOKENS"]
 
 #: Share of a GPU's memory kept out of the plan for the runtime.  vLLM's ``gpu_memory_utilization``
@@ -32,94 +35,18 @@ MAX_BATCHED_TOKENS = 8192
 # =============================================================================================
 # parallel layout and memory fit
 # =============================================================================================
-def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
-    """The one check of tensor-, pipeline- and expert-parallel degrees (used by every function
-    and calculator that splits a model).
-
-    * TP must divide ``n_heads`` (each rank runs whole query heads) and the MLP/expert widths
-      it splits (``d_ff``, ``moe_d_ff``, the shared expert's F).  KV heads: TP ≤ ``n_kv_heads``
-      must divide them; TP > ``n_kv_heads`` must be a multiple of them, and each rank then holds
-      a replica of one KV head (vLLM's rule, ``QKVParallelLinear``).  MLA's latent is shared by
-      all heads and replicated on every rank.
-    * PP must be ≤ ``n_layers``.
-    * EP must divide ``n_routed_experts`` (an MoE only).
-
-    Raises:
-        ValueError: naming the degree, its value and the field it must fit.
-    """
-    cfg = _model(cfg)
-    for f, v in (("tp", tp), ("pp", pp), ("ep", ep)):
-        require_positive(f, v)
-    dims = [("n_heads", cfg.n_heads)]
-    if not cfg.is_moe or cfg.dense_layers:
-        dims.append(("d_ff", cfg.d_ff))
-    if cfg.is_moe:
-        dims.append(("moe_d_ff", cfg.moe_d_ff))
-        if cfg.n_shared_experts:
-            dims.append(("shared_d_ff", cfg.shared_d_ff))
-    for name, val in dims:
-        if val % tp:
-            raise ValueError(f"tensor parallel degree tp={tp} does not divide {name}={val}; "
-                             f"allowed: divisors of {name}")
-    if not cfg.is_mla:
-        kv = cfg.n_kv_heads
-        if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
-            raise ValueError(f"tensor parallel degree tp={tp} does not fit n_kv_heads={kv}; allowed: a divisor "
-                             f"of {kv}, or a multiple of it (each rank then holds a replica of one KV head)")
-    if pp > cfg.n_layers:
-        raise ValueError(f"pipeline parallel degree pp={pp} is more than n_layers={cfg.n_layers}")
-    if ep > 1:
-        if not cfg.is_moe:
-            raise ValueError(f"expert parallel degree ep={ep} needs an MoE model; {cfg.name} is dense")
-        if cfg.n_routed_experts % ep:
-            raise ValueError(f"expert parallel degree ep={ep} does not divide n_routed_experts="
-                             f"{cfg.n_routed_experts}; allowed: divisors of n_routed_experts")
-
-
-def valid_tp_degrees(cfg, max_degree: int = 64) -> list[int]:
-    """Every TP degree ≤ ``max_degree`` that :func:`check_parallel` accepts (calculators offer
-    only these), ascending.  Only divisors of ``n_heads`` can pass, so the candidates are those
-    (found in √n_heads steps, however large ``max_degree`` is).
-
-    Raises:
-        ValueError: bad ``cfg``, ``max_degree`` not a non-negative integer.
-    """
-    cfg = _model(cfg)
-    require_nonnegative("max_degree", max_degree)
-    h = cfg.n_heads
-    small = [d for d in range(1, math.isqrt(h) + 1) if h % d == 0]
-    divisors = sorted(set(small) | {h // d for d in small})
-    out = []
-    for t in (d for d in divisors if d <= max_degree):
-        try:
-            check_parallel(cfg, tp=t)
-        except ValueError:
-            continue
-        out.append(t)
-    return out
-
-
-def _kv_heads_per_rank(cfg: ModelConfig, tp: int) -> float:
-    """Fraction of one sequence's KV a TP rank stores: ``max(n_kv_heads/tp, 1)/n_kv_heads``
-    (replicated heads when tp > n_kv_heads); 1 for MLA (latent replicated)."""
-    if cfg.is_mla:
-        return 1.0
-    return max(cfg.n_kv_heads // tp, 1) / cfg.n_kv_heads
-
-
 @functools.lru_cache(maxsize=2048)
 def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int) -> tuple[float, tuple]:
     """(bytes of the heaviest pipeline stage on one TP rank, the stages' layer ranges)."""
-    from .parallel import layer_partition
     stages = layer_partition(cfg.n_layers, pp)
     per = [0.0] * pp
     stage_of = {}
     for s, (lo, hi) in enumerate(stages):
         for i in range(lo, hi):
             stage_of[i] = s
-    kv_rep = _kv_heads_per_rank(cfg, tp) * cfg.n_kv_heads if not cfg.is_mla else None
+    kv_rep = kv_heads_per_rank(cfg, tp) * cfg.n_kv_heads if not cfg.is_mla else None
     for t in tensor_specs(cfg):
-        b = _tensor_bytes(t, p.weights, p.quant)
+        b = tensor_bytes(t, p.weights, p.quant)
         if t.layer is None:                      # embedding on the first stage, head/final norm on the last
             s = 0 if t.role in ("embedding", "position_embedding") else pp - 1
         else:
@@ -195,7 +122,7 @@ class MemoryFit:
                 f"{gb(self.activations)} + reserve {gb(self.reserve)} = {gb(self.used)} > {gb(self.capacity)}")
 
 
-@_no_overflow('batch', 'context', 'prompt_len')
+@no_overflow('batch', 'context', 'prompt_len')
 def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, prompt_len: int | None = None,
                tp: int = 1, pp: int = 1, ep: int = 1, kv_dtype: str | None = None,
                reserve_fraction: float = RUNTIME_RESERVE_FRACTION,
@@ -224,8 +151,7 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
             Counts (``batch``, ``context``, ``prompt_len``) so large that a result overflows a float: a
             ValueError naming them.
     """
-    from .hardware import HardwareSpec, hardware
-    cfg = _model(cfg)
+    cfg = as_model_config(cfg)
     hw = hardware(hw) if isinstance(hw, str) else hw
     if not isinstance(hw, HardwareSpec):
         raise ValueError(f"hw={hw!r} is not allowed; give a hardware preset name or a HardwareSpec")
@@ -234,13 +160,13 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     require_nonnegative("context", context)
     if not isinstance(reserve_fraction, (int, float)) or not 0 <= reserve_fraction < 1:
         raise ValueError(f"reserve_fraction={reserve_fraction!r} is not allowed; allowed: 0 <= x < 1")
-    p = _as_plan(dtype, kv_dtype)
+    p = as_precision_plan(dtype, kv_dtype)
     weights, stages = _stage_weights(cfg, p, tp, pp)
     lo, hi = max(stages, key=lambda r: r[1] - r[0])
     layer_share = (hi - lo) / cfg.n_layers
-    head_share = _kv_heads_per_rank(cfg, tp)
+    head_share = kv_heads_per_rank(cfg, tp)
     kv = kv_bytes(cfg, context, batch, p) * layer_share * head_share
-    per_tok = _kv_token(cfg, p.kv_dtype) * layer_share * head_share
+    per_tok = kv_token_bytes(cfg, p.kv_dtype) * layer_share * head_share
     prompt = context if prompt_len is None else require_nonnegative("prompt_len", prompt_len)
     require_positive("max_batched_tokens", max_batched_tokens)
     act = activation_bytes(cfg, max(min(batch * max(prompt, 1), max_batched_tokens), batch), p, tp=tp,

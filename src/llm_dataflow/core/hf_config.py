@@ -1,19 +1,23 @@
 """Reading a Hugging Face ``config.json`` the way transformers 5.24 does: each type's class
 defaults (:data:`HF_CONFIG_DEFAULTS`, tested against transformers), key aliases, per-type
 conventions for biases, windows and RoPE, and the keys refused by name.
-:meth:`llm_dataflow.config.ModelConfig.from_hf` is the entry point.
+:meth:`llm_dataflow.core.config.ModelConfig.from_hf` is the entry point; this module imports
+nothing of the package (the config module imports it).
 """
 from __future__ import annotations
 
 import math
 
-from .config import SUPPORTED_MODEL_TYPES
+__all__ = ["HF_CONFIG_DEFAULTS", "HF_CONFIG_ALIASES", "SUPPORTED_MODEL_TYPES"]
+# also public, for config (not re-exported by ``ldf``): config_from_hf
 
-__all__ = ["HF_CONFIG_DEFAULTS", "HF_CONFIG_ALIASES"]
+#: Hugging Face ``model_type`` values the book reads.
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2",
+                         "phi3", "gpt2", "deepseek_v3")
 
 
 # --- Hugging Face config.json: transformers 5.24's defaults ---------------------------------------
-_DERIVED = "derived"  # default computed by transformers when the key is absent (see _from_hf)
+_DERIVED = "derived"  # default computed by transformers when the key is absent (see config_from_hf)
 
 _LLAMA_LIKE = {
     "hidden_act": ("silu", "str"), "rms_norm_eps": (1e-6, "float"), "tie_word_embeddings": (False, "bool"),
@@ -215,7 +219,15 @@ def _refuse(mt: str, key: str, value, why: str):
     raise ValueError(f"config.json {key}={value!r} is refused for model_type={mt!r}: {why}")
 
 
-def _from_hf(cls, c: dict, name):
+def config_from_hf(cls, c: dict, name):
+    """Build ``cls`` (a :class:`~llm_dataflow.core.config.ModelConfig`) from a parsed Hugging Face
+    ``config.json`` dict ``c``, named ``name`` (default: its ``_name_or_path`` or model type).
+    :meth:`ModelConfig.from_hf` reads the file and calls this.
+
+    Raises:
+        ValueError: an unsupported ``model_type``, a key of the wrong kind, or a key this book
+            refuses (each message names the key and its value).
+    """
     mt = c.get("model_type")
     if mt not in SUPPORTED_MODEL_TYPES:
         raise ValueError(f"model_type={mt!r} is not supported; allowed: {', '.join(SUPPORTED_MODEL_TYPES)}")

@@ -6,6 +6,7 @@ bandwidths), ``GiB = 2**30`` bytes (what allocators and ``nvidia-smi`` report). 
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -15,6 +16,7 @@ __all__ = [
     "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
     "require_positive", "require_nonnegative",
 ]
+# also public, for the other modules of the core (not re-exported by ``ldf``): no_overflow, Overflow
 
 KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
@@ -273,3 +275,40 @@ def fmt_measured(value: float, unit: str, digits: int = 3) -> str:
     if not math.isfinite(value):
         return f"nan {unit} (measured)"
     return f"{value:.{digits}g} {unit} (measured)".replace("  ", " ")
+
+
+class Overflow(ValueError):
+    """A count too large for a float (raised by :func:`no_overflow`; a ValueError)."""
+
+
+def _short(v) -> str:
+    """``repr(v)``, but an int of more than 20 digits as ``~10**k``."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**20:
+        return f"{'-' if v < 0 else ''}~10**{len(str(abs(v))) - 1}"
+    return repr(v)
+
+
+def no_overflow(*fields: str, finite: bool = True):
+    """Decorator: an ``OverflowError`` inside the calculator (an exact int count beyond a float's
+    range, e.g. ``batch=10**400``), or (with ``finite``) a float result that overflowed to
+    ``inf``, becomes a ValueError naming ``fields`` with their values.  The outermost decorated
+    calculator names its own parameters."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                out = fn(*args, **kwargs)
+                if not (finite and isinstance(out, float) and not math.isfinite(out)):
+                    return out
+            except (OverflowError, Overflow):
+                pass
+            import inspect
+            try:
+                bound = inspect.signature(fn).bind(*args, **kwargs)
+                bound.apply_defaults()
+                shown = ", ".join(f"{f}={_short(bound.arguments[f])}" for f in fields)
+            except TypeError:
+                shown = ", ".join(fields)
+            raise Overflow(f"{shown}: too large, the result overflows a float") from None
+        return wrapper
+    return deco

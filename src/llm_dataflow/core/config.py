@@ -17,17 +17,17 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
+from .hf_config import SUPPORTED_MODEL_TYPES, config_from_hf
+from .units import require_nonnegative, require_positive
 
 __all__ = [
     "ModelConfig", "model_config", "MODEL_PRESETS", "TensorSpec", "tensor_specs",
     "param_count",
-    "SUPPORTED_MODEL_TYPES", "MAX_LAYERS", "MAX_EXPERTS",
-    "MAX_DIM",
+    "MAX_LAYERS", "MAX_EXPERTS", "MAX_DIM", "MAX_PARAM_COUNT",
 ]
+# also public, for the modules that take a model argument (not re-exported by ``ldf``):
+# require_model_config, as_model_config, as_model_or_count
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2",
-                         "phi3", "gpt2", "deepseek_v3")
 _NORMS = ("rmsnorm", "layernorm")
 _MLPS = ("swiglu", "geglu", "gelu")
 _POSITIONS = ("rope", "learned")
@@ -263,7 +263,7 @@ class ModelConfig:
         gpt2, deepseek_v3.
 
         * **Omitted keys** take the default of transformers' config class for that type
-          (:data:`llm_dataflow.hf_config.HF_CONFIG_DEFAULTS`, copied from ``transformers/models/<type>/
+          (:data:`llm_dataflow.core.hf_config.HF_CONFIG_DEFAULTS`, copied from ``transformers/models/<type>/
           configuration_<type>.py`` and tested against it): e.g. llama ``rms_norm_eps`` 1e-6,
           mixtral ``rope_theta`` 1e6, mistral/mixtral ``num_key_value_heads`` 8, qwen2
           ``max_window_layers`` 28, qwen3 ``head_dim`` 128.  ``cfg.notes`` lists the defaults
@@ -311,8 +311,7 @@ class ModelConfig:
                 raise ValueError(f"config={path!r} is not valid JSON: {err}") from None
         if not isinstance(config, dict):
             raise ValueError(f"config={config!r} is not allowed; give a config.json dict or a path to one")
-        from .hf_config import _from_hf   # the reader of config.json keys, in its own module
-        return _from_hf(cls, config, name)
+        return config_from_hf(cls, config, name)
 
 
 # --- checkpoint tensors ---------------------------------------------------------------------
@@ -370,6 +369,17 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
     """
     _require_config(cfg)
     return list(_tensor_specs(cfg))
+
+
+def require_model_config(cfg, field: str = "cfg") -> ModelConfig:
+    """``cfg`` itself if it is a :class:`ModelConfig`.
+
+    Raises:
+        ValueError: anything else, naming ``field``.
+    """
+    if not isinstance(cfg, ModelConfig):
+        raise ValueError(f"{field}={cfg!r} is not allowed; it must be a ModelConfig (see ldf.model_config)")
+    return cfg
 
 
 def _require_config(cfg) -> None:
@@ -606,3 +616,42 @@ def model_config(name: str) -> ModelConfig:
     if not isinstance(name, str) or name not in MODEL_PRESETS:
         raise ValueError(f"model={name!r} is not a preset; allowed: {', '.join(MODEL_PRESETS)}")
     return MODEL_PRESETS[name]
+
+
+# --- the model argument of the calculators ---------------------------------------------------
+#: The largest bare parameter count the calculators accept (``cfg`` given as a number): 1e18,
+#: a million times the largest published model (about 1e12 parameters, Kimi K2's 1.04e12), so
+#: that FLOP and byte counts built from it stay far inside a float's range.
+MAX_PARAM_COUNT = 1e18
+
+
+def as_model_or_count(cfg):
+    """``cfg`` as the calculators take it: a ModelConfig, a preset name (looked up), or a bare
+    parameter count (int/float in (0, :data:`MAX_PARAM_COUNT`], returned as given).
+
+    Raises:
+        ValueError: an unknown preset, a count out of range, anything else (naming ``cfg``).
+    """
+    if isinstance(cfg, ModelConfig):
+        return cfg
+    if isinstance(cfg, str):
+        return model_config(cfg)
+    if isinstance(cfg, (int, float)) and not isinstance(cfg, bool):
+        require_positive("cfg (parameter count)", cfg, integer=False)
+        if not cfg <= MAX_PARAM_COUNT:
+            raise ValueError(f"cfg={cfg!r} is not allowed; a parameter count must be at most "
+                             f"MAX_PARAM_COUNT={MAX_PARAM_COUNT:g}")
+        return cfg
+    raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig, a preset name or a parameter count")
+
+
+def as_model_config(cfg) -> ModelConfig:
+    """``cfg`` as a ModelConfig: a ModelConfig, or a preset name looked up.
+
+    Raises:
+        ValueError: an unknown preset, a bare parameter count, anything else (naming ``cfg``).
+    """
+    c = as_model_or_count(cfg)
+    if not isinstance(c, ModelConfig):
+        raise ValueError(f"cfg={cfg!r} is not allowed here; give a ModelConfig or a preset name")
+    return c

@@ -224,7 +224,7 @@ def link(name: str) -> LinkSpec:
     return _lookup((LINKS, REFERENCE_LINKS), name, "link")
 
 
-def _as_link(lk, field: str = "link") -> LinkSpec:
+def as_link(lk, field: str = "link") -> LinkSpec:
     """``lk`` as a LinkSpec: a preset name is looked up, anything else but a LinkSpec is refused
     with a ValueError naming ``field``."""
     if isinstance(lk, LinkSpec):
@@ -232,7 +232,7 @@ def _as_link(lk, field: str = "link") -> LinkSpec:
     return _lookup((LINKS, REFERENCE_LINKS), lk, field)
 
 
-def _hw(hw, field: str = "hw") -> HardwareSpec:
+def as_hardware(hw, field: str = "hw") -> HardwareSpec:
     """``hw`` as a HardwareSpec: a preset name is looked up, anything else but a HardwareSpec is
     refused with a ValueError naming ``field``."""
     if isinstance(hw, str):
@@ -265,6 +265,6 @@ def ridge_point(hw: HardwareSpec | str, dtype: str = "bf16") -> float:
         ValueError: ``hw`` neither a hardware preset name nor a HardwareSpec, or a ``dtype``
             without a published peak.
     """
-    hw = _hw(hw)
+    hw = as_hardware(hw)
     check_dtype(dtype)
     return hw.flops(dtype) / hw.hbm_bandwidth

@@ -4,7 +4,7 @@
 zero points, tensor scales); :data:`WEIGHT_FORMATS` names the formats the book's calculators and
 ``python -m llm_dataflow plan`` offer; a :class:`PrecisionPlan` names the dtypes of one deployment
 (weights, KV cache, activations, compute).  The byte and FLOP counts that use them live in
-:mod:`llm_dataflow.accounting`.
+:mod:`llm_dataflow.core.accounting`.
 """
 from __future__ import annotations
 
@@ -14,9 +14,15 @@ from dataclasses import dataclass
 
 from .units import check_dtype, dtype_bits, require_positive
 
-__all__ = ["QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS"]
+__all__ = ["QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS",
+           "KV_DTYPES", "KV_QUANT_DTYPES"]
+# also public, for the modules that take a dtype or a plan (not re-exported by ``ldf``): as_precision_plan
 
 _FLOAT_DTYPES = ("fp32", "fp16", "bf16")
+#: dtypes the KV cache may be stored in.
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4")
+#: the ones that need scales (values are stored as ``x / scale``).
+KV_QUANT_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4")
 
 # =============================================================================================
 # weight formats
@@ -182,7 +188,6 @@ class PrecisionPlan:
         if self.activations is not None:
             check_dtype(self.activations, _FLOAT_DTYPES, "activations")
         if self.kv is not None:
-            from .kv import KV_DTYPES
             check_dtype(self.kv, KV_DTYPES, "kv")
         if self.compute is not None:
             check_dtype(self.compute, field="compute")
@@ -248,7 +253,14 @@ def _plan(dtype) -> PrecisionPlan:
     return precision_plan(dtype)
 
 
-def _as_plan(dtype, kv_dtype=None, compute_dtype=None) -> PrecisionPlan:
+def as_precision_plan(dtype, kv_dtype=None, compute_dtype=None) -> PrecisionPlan:
+    """``dtype`` (a weight-format name, a QuantSpec or a PrecisionPlan) as a PrecisionPlan, with
+    ``kv_dtype`` / ``compute_dtype`` overriding its KV and compute dtypes when given (names are
+    parsed once and cached: calculators ask for the same ones thousands of times).
+
+    Raises:
+        ValueError: an unknown format or dtype, or ``kv_dtype`` / ``compute_dtype`` not a name.
+    """
     if isinstance(dtype, PrecisionPlan):
         p = dtype
     elif isinstance(dtype, str):

@@ -74,6 +74,30 @@ def _busy() -> bool:
         return False
 
 
+def _browser_cpu_s() -> float:
+    """CPU seconds (user + system) used so far by this test's browser processes (Linux /proc)."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        procs = {}
+        for d in pathlib.Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                    procs[int(d.name)] = (int(f[1]), (int(f[11]) + int(f[12])) / tick)
+                except (OSError, IndexError, ValueError):
+                    pass
+    except (OSError, ValueError):
+        return 0.0
+    me, total = os.getpid(), 0.0
+    for pid, (ppid, cpu) in procs.items():
+        p = pid
+        while p in procs and p != me:
+            p = procs[p][0]
+        if p == me and pid != me:
+            total += cpu
+    return total
+
+
 def cli(argv: list[str], cwd: pathlib.Path | None = None) -> tuple[int, str, str]:
     """``llm_dataflow.core.plan.main(argv)`` as the command runs it: (exit status, stdout, stderr)."""
     from llm_dataflow.core.plan import main
@@ -307,6 +331,18 @@ def _apply(page, settings: dict) -> dict:
             n = _set(page, "model", "@config")
             page.fill("#ldf-planner-folder", folder)
             page.fill("#ldf-planner-config", text)
+        elif dest == "drop":   # a file dropped on the form, as a reader drags it from their files
+            folder, path = value
+            n = _runs(page)
+            page.evaluate("""([text, name]) => {
+                const dt = new DataTransfer();
+                dt.items.add(new File([text], name, {type: "application/json"}));
+                document.querySelector('.ldf-planner-form').dispatchEvent(
+                    new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true})); }""",
+                          [pathlib.Path(path).read_text(encoding="utf-8"), "config.json"])
+            page.wait_for_function("n => +document.querySelector('.ldf-planner').dataset.ldfRuns > n", arg=n)
+            assert page.locator("#ldf-planner-model").input_value() == "@config"
+            page.fill("#ldf-planner-folder", folder)
         elif dest == "choose":
             folder, path = value
             n = _set(page, "model", "@config")
@@ -396,10 +432,12 @@ def test_planner_in_the_browser(browser, server, tmp_path, edition, width):
     tab = Tab(browser, server, width)
     try:
         page = tab.page
+        cpu0 = _browser_cpu_s()
         page.goto(f"{server}/{rel}", wait_until="load", timeout=TIMEOUT_MS)
         _wait_ready(page)
         d = page.evaluate("() => ({...document.querySelector('.ldf-planner').dataset})")
         cold_s = float(d["ldfReady"]) / 1e3
+        cpu_s = _browser_cpu_s() - cpu0   # what the load costs the cores, whatever the neighbours do
         weight_mb = sum(tab.bytes.values()) / 1e6
         _check(page, tmp_path)
         # labels: the edition's own
@@ -414,6 +452,9 @@ def test_planner_in_the_browser(browser, server, tmp_path, edition, width):
               "prompt": ""}, None, None),
             ({"paste": ("Llama-3.1-8B-Instruct", llama), "hardware": "A100-80GB-SXM", "tp": "1", "weights": "int4",
               "kv": "", "batch": "16", "context": "8192"}, None, None),
+            ({"model": "Llama-3-8B", "drop": ("Llama-3.1-8B-Instruct", DATA / "Llama-3.1-8B-Instruct" / "config.json"),
+              "hardware": "H200", "tp": "4", "weights": "fp8", "kv": "fp8", "batch": "128", "context": "4096"},
+             None, None),
             ({"choose": ("Qwen2.5-7B-Instruct", DATA / "Qwen2.5-7B-Instruct" / "config.json"), "hardware": "B200",
               "tp": "2", "weights": "bf16", "json": True, "plot": "decode.svg"}, None, None),
             ({"json": False, "plot": "", "tp": "3"}, "argument --tp", "tp"),
@@ -445,7 +486,8 @@ def test_planner_in_the_browser(browser, server, tmp_path, edition, width):
         (ARTIFACTS / "screenshots").mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "screenshots" / f"planner.{edition}.{width}.png"), full_page=True)
         busy = _busy()
-        FIGURES.append(f"{rel} at {width} px: {weight_mb:.2f} MB transferred (gzip), interactive {cold_s:.1f} s cold, "
+        FIGURES.append(f"{rel} at {width} px: {weight_mb:.2f} MB transferred (gzip), interactive {cold_s:.1f} s cold "
+                       f"({cpu_s:.1f} CPU-s of the browser's processes), "
                        f"{warm_s:.1f} s warm; changes {', '.join(f'{c:.0f}' for c in changes)} ms "
                        f"(median {statistics.median(changes):.0f}); load average {os.getloadavg()[0]:.1f}"
                        f"{' (busy: limits widened)' if busy else ''}")

@@ -82,7 +82,6 @@ def make_workload(n_requests: int = 24, rate_per_s: float = 200.0, prompt_len: t
             overflow a float), ``prompt_len``/``output_len`` not a ``(low, high)`` pair of
             positive integers with low <= high, too many prompt tokens, a bad ``seed``.
     """
-
     require_positive("n_requests", n_requests)
     if n_requests > MAX_WORKLOAD_REQUESTS:
         raise ValueError(f"n_requests={n_requests} is not allowed; at most MAX_WORKLOAD_REQUESTS="

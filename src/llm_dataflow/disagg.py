@@ -31,8 +31,8 @@ import time
 import torch
 
 from .core.accounting import prefill_flops
-from .core.config import as_model_config, model_config, ModelConfig
-from .core.hardware import as_hardware, as_link, HardwareSpec, LINKS
+from .core.config import ModelConfig, as_model_config, model_config
+from .core.hardware import HardwareSpec, LINKS, as_hardware, as_link
 from .core.kv import kv_cache_bytes
 from .core.parallel import check_parallel
 from .core.units import no_overflow, require_positive
@@ -136,7 +136,6 @@ def run_disaggregated(cfg_name: str = "tiny-llama", prompt: list | None = None, 
         ValueError: empty prompt, ``max_new_tokens`` < 1, unknown preset or dtype.
         RuntimeError / TimeoutError: from the launcher.
     """
-
     cfg = model_config(cfg_name)
     if dtype not in _TORCH:
         raise ValueError(f"dtype={dtype!r} is not allowed; allowed: {', '.join(_TORCH)}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from .core.config import model_config
-from .core.units import check_dtype, dtype_bits, GB, MB, require_positive
+from .core.units import GB, MB, check_dtype, dtype_bits, require_positive
 
 __all__ = ["embedding_gather", "embedding_reference", "gather_bytes", "input_vs_state", "embedding_calc"]
 

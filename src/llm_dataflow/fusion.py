@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .core.units import KiB, require_positive
 from .measure import time_calls
 from .memory import cache_levels
+from .core.units import KiB, require_positive
 
 __all__ = ["norm_unfused", "norm_fused", "NormBuffers", "norm_buffers", "fused_block_rows", "fusion_bytes",
            "fusion_benchmark", "UNFUSED_STEPS"]

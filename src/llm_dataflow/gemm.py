@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core.hardware import arithmetic_intensity, hardware, HardwareSpec, ridge_point
+from .core.hardware import HardwareSpec, arithmetic_intensity, hardware, ridge_point
 from .core.units import check_dtype, dtype_bits, require_positive
 
 __all__ = ["GemmTraffic", "tiled_matmul", "gemm_traffic", "gemm_tile_report", "TORCH_DTYPE_NAMES",

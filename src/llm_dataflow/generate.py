@@ -17,8 +17,8 @@ import torch
 from .core.accounting import decode_step_bytes, weight_bytes
 from .core.config import ModelConfig
 from .core.units import MiB, require_nonnegative, require_positive
-from .linear_kernels import linear_choice, LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, SPLIT_MAX_ROWS
-from .measure import best_time, StreamKernel, synchronize, TORCH_DTYPES
+from .linear_kernels import LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, SPLIT_MAX_ROWS, linear_choice
+from .measure import StreamKernel, TORCH_DTYPES, best_time, synchronize
 
 __all__ = ["DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_peer_model",
            "hf_greedy_decode", "time_prefill", "time_decode_step"]

@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .core.accounting import kv_bytes, kv_read_over_steps, weight_bytes, weight_bytes_read
-from .core.config import as_model_config, model_config, ModelConfig
+from .core.config import ModelConfig, as_model_config, model_config
 from .core.fit import memory_fit
 from .core.formats import as_precision_plan
-from .core.hardware import hardware, HardwareSpec, link
+from .core.hardware import HardwareSpec, hardware, link
 from .core.kv import kv_token_bytes
-from .core.units import check_dtype, dtype_bits, GB, no_overflow, require_positive
+from .core.units import GB, check_dtype, dtype_bits, no_overflow, require_positive
 from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
 __all__ = ["LedgerRow", "request_ledger", "movement_totals", "MemoryTier", "memory_tiers", "reader_tiers", "ledger_summary", "MOVEMENTS"]
@@ -230,7 +230,6 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
             Counts (``prompt_len``, ``output_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
-
     cfg = model_config(model)
     rows = request_ledger(cfg, prompt_len, output_len, batch, dtype)
     tot = movement_totals(rows)

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import torch
 
 from .core.accounting import weight_bytes
-from .core.config import model_config, ModelConfig, param_count
+from .core.config import ModelConfig, model_config, param_count
 from .core.fit import memory_fit
-from .core.formats import precision_plan, WEIGHT_FORMATS
+from .core.formats import WEIGHT_FORMATS, precision_plan
 from .core.hardware import HARDWARE, link
-from .core.units import fmt_measured, GB, GiB, require_positive
+from .core.units import GB, GiB, fmt_measured, require_positive
 from .measure import host_to_device_seconds
 
 __all__ = [
@@ -588,7 +588,6 @@ def inspect_checkpoint(folder) -> dict:
         ValueError: see :func:`checkpoint_files`, :func:`read_safetensors_header` and
             :func:`tensor_parameters`.
     """
-
     folder = pathlib.Path(folder)
     sel = checkpoint_files(folder)
     raw_cfg, cfg = None, None

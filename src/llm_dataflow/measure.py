@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .core.units import check_dtype, MiB, require_positive
+from .core.units import MiB, check_dtype, require_positive
 
 __all__ = ["device", "describe_device", "synchronize", "time_fn", "time_calls", "progress", "cpu_threads", "seed_all",
            "host_to_device_seconds", "torch_threads",

@@ -47,8 +47,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .core.units import fmt_bytes, KiB, MiB, require_positive
-from .measure import device as _default_device, progress, synchronize, time_calls
+from .measure import device as _default_device
+from .measure import progress, synchronize, time_calls
+from .core.units import KiB, MiB, fmt_bytes, require_positive
 
 __all__ = ["CacheLevel", "MountainPoint", "cache_levels", "parse_cache_size", "parse_lscpu_caches",
            "last_level_cache_bytes", "past_last_level_bytes", "available_memory_bytes",

@@ -27,7 +27,7 @@ import time
 import torch
 from torch import nn
 
-from .core.config import model_config, ModelConfig
+from .core.config import ModelConfig, model_config
 from .core.hardware import link as get_link
 from .core.units import require_positive
 from .measure import device as default_device, synchronize

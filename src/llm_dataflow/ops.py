@@ -36,11 +36,11 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from .core.accounting import expected_experts_hit
-from .core.config import model_config, ModelConfig, tensor_specs
+from .core.config import ModelConfig, model_config, tensor_specs
 from .core.hardware import HARDWARE, hardware, ridge_point
-from .core.units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 from .linear_kernels import linear
-from .model import apply_rope, check_supported, Decoder, rms_norm, route
+from .model import Decoder, apply_rope, check_supported, rms_norm, route
+from .core.units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
 __all__ = ["op_ledger", "analytic_op_costs", "attention_traffic", "ledger_totals", "layer_costs", "op_regions",
            "matmul_ridge_tokens", "PHASES", "ATTENTION_KERNELS", "MATMUL_OPS"]
@@ -452,7 +452,6 @@ def _first_moe_layer(cfg: ModelConfig) -> int:
 
 def _hardware_spec(name):
     """The preset ``name`` (ValueError naming ``hardware`` for anything else, a list included)."""
-
     if not isinstance(name, str):
         raise ValueError(f"hardware={name!r} is not allowed; it must be a preset name: {', '.join(HARDWARE)}")
     return hardware(name)

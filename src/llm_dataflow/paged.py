@@ -25,9 +25,9 @@ import random
 import torch
 
 from .core.config import ModelConfig
-from .core.units import require_nonnegative, require_positive
 from .flash import merge_attention_partials
 from .model import row_range
+from .core.units import require_nonnegative, require_positive
 
 __all__ = [
     "OutOfBlocksError", "BlockAllocator", "blocks_needed", "tail_waste", "slot_of", "slot_mapping",
@@ -379,7 +379,6 @@ class PagedKVCache:
         Raises:
             ValueError: non-contiguous or out-of-range rows.
         """
-
         r0, r1 = row_range(index, self.batch)
         return PagedKVCache(self.cfg, 0, 0, max_len=self.max_len, _view=(self._st, self._r0 + r0, r1 - r0))
 

@@ -40,14 +40,14 @@ from torch import nn
 from .collectives import CommCounter, demo_collectives
 from .core.accounting import decode_step_flops, kv_bytes, weight_bytes_read
 from .core.collectives import collective_time, p2p_time
-from .core.config import model_config, ModelConfig
+from .core.config import ModelConfig, model_config
 from .core.fit import memory_fit
 from .core.formats import as_precision_plan
 from .core.hardware import hardware as _hardware, link as _lk
 from .core.kv import kv_token_bytes
 from .core.parallel import (check_ep_degree, check_parallel, check_tp_degree, kv_heads_per_rank,
                             layer_partition)
-from .core.units import dtype_bytes, GB, no_overflow, require_positive
+from .core.units import GB, dtype_bytes, no_overflow, require_positive
 from .flash import attention_partial, merge_attention_partials
 from .launch import rank_device
 from .measure import seed_all
@@ -69,7 +69,6 @@ def build_decoder(cfg: ModelConfig | str, seed: int = 0, dtype: torch.dtype = to
     """The single-process :class:`~llm_dataflow.model.Decoder` every rank (and the reference)
     starts from: built on CPU after ``seed_all(seed)`` (so every process gets the same random
     weights), then moved to ``device``."""
-
     cfg = model_config(cfg) if isinstance(cfg, str) else cfg
     seed_all(seed)
     return Decoder(cfg, dtype=dtype).to(device or "cpu")
@@ -200,7 +199,6 @@ def tp_generate(decoder, input_ids: torch.Tensor, max_new_tokens: int, comm: Com
     Raises:
         ValueError: ``max_new_tokens`` < 1.
     """
-
     require_positive("max_new_tokens", max_new_tokens)
     B, T0 = input_ids.shape
     cache = KVCache(decoder.tp_cfg, B, T0 + max_new_tokens, decoder.dtype, decoder.device)
@@ -675,7 +673,6 @@ def demo_all(rank: int, world_size: int, forms: dict | None = None) -> dict:
     Raises:
         ValueError: an unknown form name.
     """
-
     table = {"collectives": demo_collectives, "tensor_parallel": demo_tensor_parallel,
              "pipeline_parallel": demo_pipeline_parallel, "expert_parallel": demo_expert_parallel,
              "context_parallel": demo_context_parallel}

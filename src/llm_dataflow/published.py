@@ -61,8 +61,8 @@ from importlib import resources
 from .core.accounting import decode_step_bytes, prefill_flops, weight_bytes_read
 from .core.collectives import collective_bytes_per_rank, collective_time
 from .core.config import model_config
-from .core.formats import precision_plan, QuantSpec, WEIGHT_FORMATS
-from .core.hardware import as_hardware, hardware, HardwareSpec, link
+from .core.formats import QuantSpec, WEIGHT_FORMATS, precision_plan
+from .core.hardware import HardwareSpec, as_hardware, hardware, link
 from .core.roofline import decode_step_bounds, prefill_bounds
 from .core.units import dtype_bytes, require_nonnegative, require_positive
 from .gemm import gemm_traffic

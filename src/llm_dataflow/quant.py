@@ -30,10 +30,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .core.accounting import weight_bytes
-from .core.config import model_config, ModelConfig, tensor_specs
-from .core.formats import precision_plan, QuantSpec
+from .core.config import ModelConfig, model_config, tensor_specs
+from .core.formats import QuantSpec, precision_plan
 from .core.roofline import decode_step_bounds
-from .core.units import dtype_bits, GB, require_positive
+from .core.units import GB, dtype_bits, require_positive
 
 __all__ = [
     "QuantizedTensor", "QuantLinear", "pack_int4", "unpack_int4", "quantize_weight",
@@ -374,7 +374,6 @@ def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H1
     Raises:
         ValueError: unknown preset, format or hardware.
     """
-
     cfg = model_config(model)
     plan = precision_plan(weights)
     spec = plan.quant

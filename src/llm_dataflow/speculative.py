@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .core.config import model_config, ModelConfig
+from .core.config import ModelConfig, model_config
 from .core.units import require_positive
 from .model import Decoder
 
@@ -458,7 +458,6 @@ def build_target_from_draft(draft, target_cfg: ModelConfig | str = "tiny-llama",
         ValueError: vocabularies or d_h differ, a target dimension is smaller than the draft's, the
             H/H_kv group sizes differ, or ``noise`` < 0.
     """
-
     tcfg = model_config(target_cfg) if isinstance(target_cfg, str) else target_cfg
     dcfg = draft.cfg
     if not (isinstance(noise, (int, float)) and math.isfinite(noise) and noise >= 0):
@@ -499,7 +498,6 @@ def make_speculative_pair(noise: float = 0.0, seed: int = 0, draft_cfg: str = "t
                           target_cfg: str = "tiny-llama"):
     """``(target, draft)``: a random ``draft_cfg`` decoder (seeded) and
     :func:`build_target_from_draft` of it.  Both FP32 on CPU."""
-
     torch.manual_seed(seed)
     draft = Decoder(model_config(draft_cfg))
     return build_target_from_draft(draft, target_cfg, noise, seed + 1), draft

@@ -219,7 +219,7 @@ def visit_planner_html(self, node):
         '<div class="ldf-planner" data-ldf-planner="1">'
         f'<script type="application/json" class="ldf-planner-spec">{data}</script>'
         f'<p class="ldf-planner-status" role="status" aria-live="polite">{html.escape(spec["labels"].get("starting", ""))}</p>'
-        '<noscript><p>This planner needs JavaScript; the command line runs the same code: '
+        f'<noscript><p>{html.escape(spec["labels"].get("noscript", ""))} '
         '<code>python -m llm_dataflow plan --help</code></p></noscript>'
         '</div>')
     raise nodes.SkipNode

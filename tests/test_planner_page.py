@@ -16,8 +16,8 @@ both editions at 1280 and 390 px, one cold page load each, then several inputs o
   each shown with the CLI's message naming the field and never a traceback;
 * no console error, no request to another host, nothing wider than a 390 px screen;
 * the page's weight (bytes transferred, gzip) <= 8 MB; interactive <= 20 s cold, each change
-  answered in < 200 ms (the limits widen, and the figures are only reported, on a machine
-  busier than its cores: the measurement would be the neighbours', not the page's);
+  answered in < 200 ms (on a machine busier than its cores, k runnable tasks per core, the limits
+  widen k times: a process gets about 1/k of a core; the figures are reported as measured);
 * the URL holds the settings: reopening it (warm cache) shows the same plan.
 
 Also: opened from disk, or built without Pyodide, the page says why it cannot run and shows the
@@ -66,12 +66,18 @@ import ldf_planner  # noqa: E402
 FIGURES: list[str] = []
 
 
+def _share() -> float:
+    """Runnable work per core (>= 1): on a machine k times busier than its cores, a process gets
+    about 1/k of a core, and a time limit is widened k times (the figures are reported as measured)."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:
+        return 1.0
+
+
 def _busy() -> bool:
     """More runnable work than cores: timings measure the neighbours as much as the page."""
-    try:
-        return os.getloadavg()[0] > (os.cpu_count() or 1)
-    except OSError:
-        return False
+    return _share() > 1.0
 
 
 def _browser_cpu_s() -> float:
@@ -490,12 +496,13 @@ def test_planner_in_the_browser(browser, server, tmp_path, edition, width):
                        f"({cpu_s:.1f} CPU-s of the browser's processes), "
                        f"{warm_s:.1f} s warm; changes {', '.join(f'{c:.0f}' for c in changes)} ms "
                        f"(median {statistics.median(changes):.0f}); load average {os.getloadavg()[0]:.1f}"
-                       f"{' (busy: limits widened)' if busy else ''}")
+                       f"{f' (busy: limits x {_share():.1f})' if busy else ''}")
         assert not tab.external, f"requests to other hosts: {tab.external}"
         assert not tab.errors, f"console errors: {tab.errors}"
         assert weight_mb <= MAX_MB_GZIP, f"{weight_mb:.2f} MB transferred > {MAX_MB_GZIP} MB"
-        assert cold_s <= MAX_COLD_S * (3 if busy else 1), f"interactive after {cold_s:.1f} s cold"
-        assert max(changes) < MAX_CHANGE_MS * (5 if busy else 1), f"changes took {changes} ms"
+        k = _share()
+        assert cold_s <= MAX_COLD_S * k, f"interactive after {cold_s:.1f} s cold (load {k:.1f} per core)"
+        assert max(changes) < MAX_CHANGE_MS * k, f"changes took {changes} ms (load {k:.1f} per core)"
     finally:
         tab.close()
 

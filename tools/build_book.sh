@@ -4,8 +4,10 @@
 #   bash tools/build_book.sh            (from anywhere; the repository root is found from this file)
 #
 # 1. With npm: `npm ci` in web/ installs the pinned browser libraries of web/package-lock.json
-#    (require.js, @jupyter-widgets/html-manager, MathJax 3, Vega, Vega-Lite, vega-embed) and the
-#    files the pages need are copied to web/dist/_vendor/.  book/_ext/ldf_book.py finds them,
+#    (require.js, @jupyter-widgets/html-manager, MathJax 3, Vega, Vega-Lite, vega-embed, Pyodide) and
+#    the files the pages need are copied to web/dist/_vendor/.  Pyodide (the Python runtime of the
+#    planner page, book/planner.md) goes to _vendor/pyodide/: only that page's script fetches it
+#    (book/_ext/ldf_planner.py, which also zips the package's core into the site).  book/_ext/ldf_book.py finds them,
 #    adds web/dist to html_extra_path (copied to the site root as _vendor/, NOT under _static/,
 #    whose js/css Jupyter Book injects into every page) and points myst-nb at them.  MathJax is
 #    not copied: book/_ext/ldf_math.py runs it under Node.js (web/mathjax-render.js) while
@@ -40,7 +42,12 @@ if command -v npm >/dev/null 2>&1; then
   cp "$NM/vega/build/vega.min.js" "$DIST/vega/"
   cp "$NM/vega-lite/build/vega-lite.min.js" "$DIST/vega-lite/"
   cp "$NM/vega-embed/build/vega-embed.min.js" "$DIST/vega-embed/"
-  for p in requirejs @jupyter-widgets/html-manager mathjax vega vega-lite vega-embed; do
+  # Pyodide: the runtime, its standard library and lock file; no packages (the core is stdlib only)
+  mkdir -p "$DIST/pyodide"
+  for f in pyodide.mjs pyodide.asm.mjs pyodide.asm.wasm python_stdlib.zip pyodide-lock.json; do
+    cp "$NM/pyodide/$f" "$DIST/pyodide/"
+  done
+  for p in requirejs @jupyter-widgets/html-manager mathjax vega vega-lite vega-embed pyodide; do
     printf '%s %s\n' "$p" "$(node -p "require('$NM/$p/package.json').version" 2>/dev/null || echo '?')"
   done > "$DIST/VERSIONS.txt"
   unset LDF_ASSETS_WARNED

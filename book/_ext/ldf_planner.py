@@ -1,0 +1,273 @@
+"""The web planner ("Plan a deployment", ``book/planner.md``): ``python -m llm_dataflow plan`` in
+the reader's browser.
+
+The page runs the package's standard-library core (``src/llm_dataflow/__init__.py`` and
+``src/llm_dataflow/core/``, zipped into the site at build time) in Pyodide and calls exactly
+``llm_dataflow.core.plan.main(argv)``, the CLI's entry point, so every number and every error
+message on the page is the CLI's by construction.
+
+* The directive ``{ldf-planner}`` writes the form.  Its controls are the CLI's own options, read at
+  build time from the ``plan`` parser (:func:`cli_options`): a new CLI option appears on the page
+  by itself.  The directive's content is a list of ``- `key`: label`` lines, the page's labels
+  and messages; Sphinx translates them through the page's catalog like any other list item, and
+  the HTML writer gathers the (translated) labels into the page's JSON spec.
+* Only this page loads the planner's script and stylesheet (``_planner/planner.js`` and
+  ``planner.css``, added in ``html-page-context`` for a page holding the directive; they are not
+  under ``_static/``, whose files every page loads) and, through that script, Pyodide from
+  ``_vendor/pyodide/`` (``tools/build_book.sh`` copies it there from the npm package pinned in
+  ``web/package.json``; ``book/_ext/ldf_book.py`` serves ``web/dist`` at the site root).
+* Without ``web/dist/_vendor/pyodide/`` (a build without npm) the page says that this build
+  cannot run the planner and shows the CLI command for the settings.
+
+``python book/_ext/ldf_planner.py OUT.zip`` writes the core zip alone.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+
+HERE = Path(__file__).resolve().parent
+ASSETS = HERE / "planner"                 # planner.js, planner.css
+ROOT = HERE.parents[1]                    # the repository
+SITE_DIR = "_planner"                     # at the site root: the script, stylesheet and core zip
+CORE_ZIP = "llm_dataflow_core.zip"
+PYODIDE_DIR = "web/dist/_vendor/pyodide"  # relative to the book root (tools/build_book.sh fills it)
+PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+# CLI options the page shows (they enter the command line it prints) but does not pass to its
+# own main(argv): --plot FILE saves a matplotlib figure, which the page draws itself (the chart).
+PAGE_SKIPS = ("plot",)
+# A fixed time stamp keeps the zip identical between builds of the same sources.
+ZIP_TIME = (2020, 1, 1, 0, 0, 0)
+
+
+def core_files(src: Path) -> list[tuple[Path, str]]:
+    """(file, name in the zip) of the package's ``__init__`` and its ``core/`` subpackage: the
+    Python sources only (no caches)."""
+    pkg = src / "llm_dataflow"
+    files = [(pkg / "__init__.py", "llm_dataflow/__init__.py")]
+    core = pkg / "core"
+    if not core.is_dir():
+        raise FileNotFoundError(f"{core}: no core subpackage (llm_dataflow.core) to zip")
+    files += [(f, f.relative_to(src).as_posix()) for f in sorted(core.rglob("*.py"))
+              if "__pycache__" not in f.parts]
+    return files
+
+
+def write_core_zip(out: Path, src: Path = ROOT / "src") -> int:
+    """Zip ``src/llm_dataflow/__init__.py`` and ``src/llm_dataflow/core/`` into ``out`` (stored
+    names ``llm_dataflow/...``, fixed time stamps); returns the zip's size in bytes.
+
+    Raises:
+        FileNotFoundError: ``src/llm_dataflow/core`` is missing.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for path, name in core_files(src):
+            info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, path.read_bytes())
+    return out.stat().st_size
+
+
+def _import_core_plan(src: Path):
+    """``llm_dataflow.core.plan`` from this checkout's ``src`` (the module the zip holds)."""
+    if str(src) not in sys.path:
+        sys.path.insert(0, str(src))
+    import importlib
+
+    return importlib.import_module("llm_dataflow.core.plan")
+
+
+def _plan_parser(plan_module) -> argparse.ArgumentParser:
+    """The ``plan`` sub-command's parser as ``main`` builds it: from a ``build_parser()`` when the
+    module has one, else by stopping ``main`` at its ``parse_args`` call (build time only)."""
+    builder = getattr(plan_module, "build_parser", None)
+    if callable(builder):
+        parser = builder()
+    else:
+        class _Stop(Exception):
+            pass
+
+        got = {}
+        original = argparse.ArgumentParser.parse_args
+
+        def grab(self, *args, **kwargs):
+            got["parser"] = self
+            raise _Stop
+
+        argparse.ArgumentParser.parse_args = grab
+        try:
+            plan_module.main(["plan"])
+        except _Stop:
+            pass
+        finally:
+            argparse.ArgumentParser.parse_args = original
+        parser = got["parser"]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and "plan" in action.choices:
+            return action.choices["plan"]
+    return parser
+
+
+def cli_options(src: Path = ROOT / "src") -> list[dict]:
+    """The ``plan`` command's options, in the parser's order, as the page's form needs them:
+    ``dest``, ``flag`` (``None`` for the positional model argument), ``kind`` (``model``,
+    ``choice``, ``int``, ``float``, ``flag`` or ``text``), ``choices``, ``default``, ``required``,
+    ``metavar`` and ``help``."""
+    parser = _plan_parser(_import_core_plan(src))
+    out = []
+    for a in parser._actions:
+        if isinstance(a, argparse._HelpAction):
+            continue
+        flag = next((s for s in a.option_strings if s.startswith("--")), a.option_strings[0] if a.option_strings else None)
+        if flag is None:
+            kind = "model"
+        elif isinstance(a, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            kind = "flag"
+        elif a.choices is not None:
+            kind = "choice"
+        elif a.type is int:
+            kind = "int"
+        elif a.type is float:
+            kind = "float"
+        else:
+            kind = "text"
+        default = a.default if isinstance(a.default, (str, int, float, bool, type(None))) else None
+        out.append({"dest": a.dest, "flag": flag, "kind": kind,
+                    "choices": [str(c) for c in a.choices] if a.choices is not None else None,
+                    "default": default, "required": bool(a.required), "metavar": a.metavar,
+                    "help": a.help or ""})
+    return out
+
+
+def presets(src: Path = ROOT / "src") -> list[str]:
+    """The model presets the CLI accepts by name (``MODEL_PRESETS``), in its order."""
+    plan = _import_core_plan(src)
+    names = getattr(plan, "MODEL_PRESETS", None)
+    if names is None:
+        import importlib
+
+        names = importlib.import_module("llm_dataflow.core.config").MODEL_PRESETS
+    return list(names)
+
+
+class planner(nodes.General, nodes.Element):
+    """The planner's place in the page; its children are the label list (translated by Sphinx)."""
+
+
+class PlannerDirective(Directive):
+    """``{ldf-planner}``: the planner form.  Content: a bullet list of ``- `key`: label`` lines."""
+
+    has_content = True
+
+    def run(self):
+        node = planner()
+        self.state.nested_parse(self.content, self.content_offset, node)
+        return [node]
+
+
+def labels_of(node: nodes.Element) -> dict[str, str]:
+    """``{key: label}`` from the directive's list: each item's first inline literal is the key,
+    the text after it (less a leading ``:`` or ``：``) the label."""
+    out = {}
+    for item in node.findall(nodes.list_item):
+        para = item.next_node(nodes.paragraph)
+        if para is None:
+            continue
+        lit = para.next_node(nodes.literal)
+        if lit is None:
+            continue
+        text = para.astext()
+        rest = text.split(lit.astext(), 1)[1].lstrip()
+        out[lit.astext()] = rest[1:].strip() if rest[:1] in (":", "：") else rest.strip()
+    return out
+
+
+def _relative(builder, docname: str, target: str) -> str:
+    """URL of the site-root path ``target`` from page ``docname``."""
+    return "../" * docname.count("/") + target
+
+
+def visit_planner_html(self, node):
+    app = self.builder.app
+    docname = self.builder.current_docname
+    have_pyodide = bool(getattr(app, "ldf_offline", False)) and all(
+        (Path(app.confdir) / PYODIDE_DIR / f).is_file() for f in PYODIDE_FILES)
+    spec = {
+        "options": app.ldf_planner_options,
+        "presets": app.ldf_planner_presets,
+        "labels": labels_of(node),
+        "prog": "python -m llm_dataflow",
+        "command": "plan",
+        "pageSkips": list(PAGE_SKIPS),
+        "pyodide": _relative(self.builder, docname, "_vendor/pyodide/") if have_pyodide else None,
+        "pyodideVersion": app.ldf_pyodide_version,
+        "core": _relative(self.builder, docname, f"{SITE_DIR}/{CORE_ZIP}"),
+        "language": app.config.language or "en",
+    }
+    data = json.dumps(spec, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
+    self.body.append(
+        '<div class="ldf-planner" data-ldf-planner="1">'
+        f'<script type="application/json" class="ldf-planner-spec">{data}</script>'
+        f'<p class="ldf-planner-status" role="status" aria-live="polite">{html.escape(spec["labels"].get("starting", ""))}</p>'
+        f'<noscript><p>{html.escape(spec["labels"].get("noscript", ""))} '
+        '<code>python -m llm_dataflow plan --help</code></p></noscript>'
+        '</div>')
+    raise nodes.SkipNode
+
+
+def _skip(self, node):
+    raise nodes.SkipNode
+
+
+def _builder_inited(app) -> None:
+    app.ldf_planner_options = cli_options(Path(app.confdir) / "src")
+    app.ldf_planner_presets = presets(Path(app.confdir) / "src")
+    try:
+        app.ldf_pyodide_version = json.loads((Path(app.confdir) / "web" / "package.json").read_text())[
+            "dependencies"]["pyodide"]
+    except (OSError, KeyError, ValueError):
+        app.ldf_pyodide_version = None
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    """Load the planner's script and stylesheet on the page that holds the planner, only there."""
+    if doctree is None or not any(True for _ in doctree.findall(planner)):
+        return
+    app.add_css_file(f"../{SITE_DIR}/planner.css")
+    app.add_js_file(f"../{SITE_DIR}/planner.js", defer="defer")
+
+
+def _build_finished(app, exception) -> None:
+    """Copy the planner's script and stylesheet and write the core zip into ``_planner/``."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir) / SITE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for f in ("planner.js", "planner.css"):
+        shutil.copyfile(ASSETS / f, out / f)
+    write_core_zip(out / CORE_ZIP, Path(app.confdir) / "src")
+
+
+def setup(app):
+    app.add_node(planner, html=(visit_planner_html, None), latex=(_skip, None), text=(_skip, None),
+                 man=(_skip, None), texinfo=(_skip, None))
+    app.add_directive("ldf-planner", PlannerDirective)
+    app.connect("builder-inited", _builder_inited)
+    app.connect("html-page-context", _page_context, priority=500)   # before ldf_book's (900)
+    app.connect("build-finished", _build_finished)
+    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":   # python book/_ext/ldf_planner.py OUT.zip
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else CORE_ZIP)
+    print(f"{target}: {write_core_zip(target)} bytes")

@@ -14,7 +14,7 @@
 #    building and writes each formula into the page as SVG.
 # 2. Without npm (and without a previous web/dist/_vendor): the book still builds, with CDN URLs,
 #    and this script prints one warning line saying the pages will need the internet.
-# 3. jupyter-book build . --all -W --keep-going   (warnings fail the build).
+# 3. jupyter-book build . --all -W --keep-going   (warnings fail the build), while step 4 runs.
 # 4. The 简体中文 edition from the same sources: _config.yml with locale/zh_CN/_config.yml merged
 #    over it (language zh_CN; Sphinx translates through locale/zh_CN/LC_MESSAGES/*.po), built the
 #    same way into _build/html/zh_CN/ (book/_ext/ldf_i18n.py links each page to its translation).
@@ -60,9 +60,13 @@ fi
 
 # A clean output folder: files of an earlier build (or an earlier layout of _vendor/) do not linger.
 rm -rf "$ROOT/_build/html" "$ROOT/_build/zh_CN"
-"$JB" build . --all -W --keep-going
-
+# The two editions build at once, one per core (each Sphinx build is mostly one process; on two
+# cores this saves about a minute).  The English build's log is printed when it ends.
 mkdir -p "$ROOT/_build/zh_CN"
+EN_LOG="$ROOT/_build/en-build.log"
+"$JB" build . --all -W --keep-going > "$EN_LOG" 2>&1 &
+EN_PID=$!
+
 PYBIN="python3"; [ -x "$ROOT/.venv/bin/python" ] && PYBIN="$ROOT/.venv/bin/python"
 "$PYBIN" - "$ROOT" <<'PY'
 import sys
@@ -79,6 +83,15 @@ exts = cfg["sphinx"]["local_extensions"]
 cfg["sphinx"]["local_extensions"] = {k: str(root / v) for k, v in exts.items()}
 (root / "_build/zh_CN/_config.yml").write_text(yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False))
 PY
-"$JB" build . --all -W --keep-going --config "$ROOT/_build/zh_CN/_config.yml" --path-output "$ROOT/_build/zh_CN"
+ZH_STATUS=0
+"$JB" build . --all -W --keep-going --config "$ROOT/_build/zh_CN/_config.yml" --path-output "$ROOT/_build/zh_CN" || ZH_STATUS=$?
+EN_STATUS=0
+wait "$EN_PID" || EN_STATUS=$?
+echo "--- the English edition's build ---"
+cat "$EN_LOG"
+if [ "$EN_STATUS" -ne 0 ] || [ "$ZH_STATUS" -ne 0 ]; then
+  echo "build_book: failed (English: exit $EN_STATUS, 简体中文: exit $ZH_STATUS)" >&2
+  exit 1
+fi
 mv "$ROOT/_build/zh_CN/_build/html" "$ROOT/_build/html/zh_CN"
 echo "build_book: English edition in _build/html/, 简体中文 edition in _build/html/zh_CN/"

@@ -79,7 +79,7 @@ def _page_params():
     return [pytest.param(rel, w, id=f"{rel}-{w}") for rel in pages for w in WIDTHS]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     _require((SITE / "index.html").is_file(), f"no built site at {SITE} (bash tools/build_book.sh)")
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -91,7 +91,7 @@ def browser():
         b.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server():
     """A plain static server of the site on 127.0.0.1 (an ephemeral port)."""
     _require((SITE / "index.html").is_file(), f"no built site at {SITE}")
@@ -268,9 +268,14 @@ _LAYOUT_JS = r"""(viewportWidth) => {
     const lines = tops.filter((t, i) => i === 0 || t - tops[i - 1] > 4).length;   // one per line box
     if (lines >= words.length) squeezed.push(`${where(cell)}: ${words.length} words on ${lines} lines`);
   }
+  // a short code name split across two lines ("lin|k")
+  const split = Array.from(art.querySelectorAll('code.literal')).filter(c => {
+    const t = (c.textContent || '').trim();
+    return t.length <= 24 && !/\s/.test(t) && c.getClientRects().length > 1;
+  }).map(c => where(c));
   // against the configured width: a phone's visual viewport grows to fit a page that is too wide
   const page = document.scrollingElement.scrollWidth - viewportWidth;
-  return {cut, noCue, scrolls, squeezed, pageOverflow: page > 1 ? page : 0};
+  return {cut, noCue, scrolls, squeezed, split, pageOverflow: page > 1 ? page : 0};
 }"""
 
 _FIGURES_JS = r"""() => Array.from(document.querySelectorAll('article img')).filter(i => i.getClientRects().length)
@@ -366,7 +371,8 @@ def test_nothing_wider_than_its_column(browser, server, rel, width):
         _require(False, f"no built site at {SITE}")
     lay = _inspect(browser, server, rel, width)["layout"]
     problems = ([f"cut off: {c}" for c in lay["cut"]] + [f"no scroll cue: {c}" for c in lay["noCue"]]
-                + [f"squeezed: {c}" for c in lay["squeezed"]])
+                + [f"squeezed: {c}" for c in lay["squeezed"]]
+                + [f"a short code name split over two lines: {c}" for c in lay["split"]])
     if lay["pageOverflow"]:
         problems.append(f"the page scrolls sideways by {lay['pageOverflow']} px")
     assert not problems, f"{rel} at {WIDTHS[width]} px:\n  " + "\n  ".join(problems)
@@ -564,17 +570,9 @@ def _package_function(path: str):
 
 
 def _shown(calc) -> dict:
-    """{row name: shown text} read from the SVG, rows matched by their vertical position."""
-    return calc.evaluate("""el => {
-        const rows = sel => Array.from(el.querySelectorAll(sel)).map(t => {
-            const r = t.getBoundingClientRect(); return [Math.round(r.top + r.height / 2), t.textContent]; });
-        const names = rows('g.role-axis-label text'), values = rows('g.values_marks text');
-        const out = {};
-        for (const [y, n] of names) {
-            const hit = values.find(([yv]) => Math.abs(yv - y) <= 3);
-            out[n] = hit ? hit[1] : null;
-        }
-        return out; }""")
+    """{row name: shown text} of a calculator's rows (its HTML table, see llm_dataflow.live)."""
+    return calc.evaluate("""el => Object.fromEntries(Array.from(el.querySelectorAll('table.ldf-calc-rows tr'))
+        .map(tr => [tr.cells[0].textContent, tr.cells[1].textContent]))""")
 
 
 @pytest.mark.parametrize("edition", list(EDITIONS))
@@ -612,7 +610,11 @@ def test_every_calculator_follows_its_controls(browser, server, edition):
                     el.select_option(value=str(last))
                 else:
                     el.fill(str(last))
-            page.wait_for_timeout(200)
+            want = live._label(params[list(controls)[-1]])
+            page.wait_for_function("([el, k, v]) => Array.from(el.querySelectorAll('tr.ldf-ctl'))"
+                                   ".some(tr => tr.cells[0].textContent === k && tr.cells[1].textContent === v)",
+                                   arg=[calc.element_handle(), f"{tr(list(controls)[-1])} =", want],
+                                   timeout=TIMEOUT_MS)
             after = _shown(calc)
             try:
                 expected = dict(live.calculator_rows(fn(**params)))   # names without unit, values with
@@ -722,4 +724,263 @@ def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
         assert not v.errors, v.errors
     finally:
         v.page.evaluate("() => localStorage.removeItem('mode')")
+        v.close()
+
+
+# --- calculators as a reader drives them ----------------------------------------------------
+# Touch targets (WCAG 2.5.5): a control at least this tall, a slider step at least this wide.
+MIN_TARGET_PX = 44.0
+MIN_SLIDER_STEP_PX = 16.0
+
+# The state of control ``a`` of a calculator: the slider's index, its readout, the row's echo.
+_CONTROL_JS = """(el, a) => {
+  const input = el.querySelector(`[name="p${a}"]`);
+  const out = input.parentNode.querySelector('output');
+  const row = el.querySelectorAll('table.ldf-calc-rows tr.ldf-ctl')[a];
+  return {index: Number(input.value), readout: out ? out.textContent : null,
+          echo: row ? row.cells[1].textContent : null};
+}"""
+
+# Everything of a card a reader must see whole: rows, controls, the card itself.
+_CALC_LAYOUT_JS = """el => {
+  const card = el.closest('.ldf-calc-card'), art = document.querySelector('article.bd-article') || document.body;
+  const cs = getComputedStyle(art), r = art.getBoundingClientRect();
+  const right = r.right - parseFloat(cs.paddingRight) + 1, c = card.getBoundingClientRect();
+  const clipped = [];
+  for (const e of [card, el, ...el.querySelectorAll('table.ldf-calc-rows td, .vega-bind, .ldf-calc-title')])
+    if (e.scrollWidth > e.clientWidth + 1)
+      clipped.push(`${e.tagName.toLowerCase()} "${e.textContent.trim().slice(0, 60)}": ${e.scrollWidth - e.clientWidth} px hidden`);
+  if (c.right > right) clipped.push(`the card reaches ${Math.round(c.right - right)} px past the column`);
+  const targets = Array.from(el.querySelectorAll('input, select')).map(i => {
+    const b = i.getBoundingClientRect(), n = i.type === 'range' ? Number(i.max) - Number(i.min) : 0;
+    return {name: i.name, kind: i.type, height: b.height, step: n ? b.width / n : null};
+  });
+  const values = Array.from(el.querySelectorAll('table.ldf-calc-rows tr:not(.ldf-ctl)'))
+    .map(tr => [tr.cells[0].textContent, tr.cells[1].textContent]);
+  return {clipped, targets, values};
+}"""
+
+
+def _drag(page, input_el, frac: float, touch: bool) -> None:
+    """Drag a slider to ``frac`` of its track: the mouse (press on the track, move, release) or a
+    finger (touch start, move, end through Chromium's input pipeline), never a value set by
+    script: Vega's own handlers and the trailing ``change`` event run as for a reader."""
+    input_el.scroll_into_view_if_needed()
+    box = input_el.bounding_box()
+    lo, hi = int(input_el.get_attribute("min")), int(input_el.get_attribute("max"))
+    cur = int(input_el.evaluate("e => e.value"))
+    if round(lo + frac * (hi - lo)) == cur:   # already there: drag somewhere else
+        frac = 0.9 if frac < 0.5 else 0.1
+    pad = 8   # the thumb's half width: the track's ends are this far inside the box
+    # press on the track a little before the target (the thumb jumps there), drag on to it
+    x1 = box["x"] + pad + (box["width"] - 2 * pad) * frac
+    x0 = x1 - 0.25 * (box["width"] - 2 * pad) / max(hi - lo, 1) * (1 if frac > 0.5 else -1)
+    y = box["y"] + box["height"] / 2
+    if not touch:
+        page.mouse.move(x0, y)
+        page.mouse.down()
+        page.mouse.move(x1, y, steps=6)
+        page.mouse.up()
+        return
+    cdp = page.context.new_cdp_session(page)
+    try:
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x0, "y": y}]})
+        for i in range(1, 7):
+            cdp.send("Input.dispatchTouchEvent",
+                     {"type": "touchMove", "touchPoints": [{"x": x0 + (x1 - x0) * i / 6, "y": y}]})
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    finally:
+        cdp.detach()
+
+
+def _calculator_pages(code: str) -> list[str]:
+    return [rel for rel in _edition_pages(code) if _specs(rel)]
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_calculators_as_a_reader_drives_them(browser, server, edition, width):
+    """Every calculator of every page, driven as a reader does: each slider dragged (mouse on
+    the desktop, a finger on the phone) and moved with the keys (End, Home, arrow): its readout
+    shows the value the slider stands for, the same the rows echo; no row, control or card is
+    cut off or scrolls sideways; on the phone every control is a 44 px touch target; in a
+    translated edition the rows show translated names complete and no value left in English
+    where the catalog translates its words.  Screenshot of the first calculator after a drag:
+    ``artifacts/screenshots/calculator-<edition>-<width>.png``."""
+    from llm_dataflow import live
+
+    pages = _calculator_pages(edition)
+    if not pages:
+        pytest.skip("no calculator on any built page")
+    phone = width == "phone"
+    problems, checked, shot = [], 0, False
+    v = Visit(browser, server, WIDTHS[width])
+    try:
+        for rel in pages:
+            tr = _translator(rel)
+            page = v.open(rel)
+            _check_page(page)
+            for i, spec in enumerate(_specs(rel)):
+                calc = page.locator(".ldf-calc-static").nth(i)
+                calc.scroll_into_view_if_needed()
+                labels = next(p["value"] for p in spec["params"] if p["name"] == "ldf_c")
+                where = f"{rel} #{i} ({spec['title']['text'][:40]}) at {WIDTHS[width]} px"
+                for a, lab in enumerate(labels):
+                    el = calc.locator(f'[name="p{a}"]')
+                    if el.evaluate("e => e.type") != "range":
+                        el.select_option(value=str(len(lab) - 1))
+                        page.wait_for_function(
+                            "([el, a, v]) => el.querySelectorAll('tr.ldf-ctl')[a].cells[1].textContent === v",
+                            arg=[calc.element_handle(), a, lab[-1]], timeout=TIMEOUT_MS)
+                        continue
+                    moves = [("drag to the middle", lambda: _drag(page, el, 0.5, phone)),
+                             ("End", lambda: el.press("End")), ("Home", lambda: el.press("Home")),
+                             ("ArrowRight", lambda: el.press("ArrowRight"))]
+                    for what, move in moves:
+                        before = el.evaluate("e => e.value")
+                        move()
+                        if what == "drag to the middle":
+                            try:
+                                page.wait_for_function("([e, b]) => e.value !== b",
+                                                       arg=[el.element_handle(), before], timeout=5_000)
+                            except Exception:
+                                problems.append(f"{where}: dragging slider p{a} did not move it (at {before})")
+                        st = calc.evaluate(_CONTROL_JS, a)
+                        want = lab[st["index"]]
+                        if not (st["readout"] == want == st["echo"]):
+                            problems.append(f"{where}: {spec['usermeta']['controls'] and list(spec['usermeta']['controls'])[a]!r} "
+                                            f"after {what}: slider at {want!r}, readout {st['readout']!r}, row {st['echo']!r}")
+                    if what and not shot and rel.endswith("05_prefill_decode_roofline.html"):
+                        SHOTS.mkdir(parents=True, exist_ok=True)
+                        _drag(page, el, 0.6, phone)
+                        calc.locator("xpath=ancestor::div[contains(@class,'ldf-calc-card')]").screenshot(
+                            path=str(SHOTS / f"calculator-{edition}-{width}.png"))
+                        shot = True
+                lay = calc.evaluate(_CALC_LAYOUT_JS)
+                problems += [f"{where}: cut off: {c}" for c in lay["clipped"]]
+                if phone:
+                    for t in lay["targets"]:
+                        if t["height"] < MIN_TARGET_PX - 0.5:
+                            problems.append(f"{where}: {t['kind']} {t['name']} is {t['height']:.0f} px tall "
+                                            f"(< {MIN_TARGET_PX:.0f})")
+                        if t["step"] is not None and t["step"] < MIN_SLIDER_STEP_PX:
+                            problems.append(f"{where}: slider {t['name']} step {t['step']:.1f} px "
+                                            f"(< {MIN_SLIDER_STEP_PX:.0f})")
+                if edition != "en":
+                    names = {tr(n) for col in next(p["value"] for p in spec["params"] if p["name"] == "ldf_n")
+                             for n in col if isinstance(n, str)}
+                    for n, val in lay["values"]:
+                        if n.strip() and n not in names:
+                            problems.append(f"{where}: row name {n!r} is not a translated name of the card")
+                        t = live.value_template(val)
+                        if t and tr(t[0]) != t[0]:
+                            problems.append(f"{where}: {n!r} shows {val!r} in English ({tr(t[0])!r})")
+                checked += 1
+        assert not v.errors, v.errors
+    finally:
+        v.close()
+    assert checked, "no calculator checked"
+    assert not problems, f"{len(problems)} problems:\n  " + "\n  ".join(problems[:40])
+
+
+# The book's own terms, and a page each must find: (query, page name without .html).
+SEARCH_TERMS = {
+    "en": [("roofline", "05_prefill_decode_roofline"), ("prefill", "05_prefill_decode_roofline"),
+           ("KV cache", "06_attention_kv_cache"), ("tensor parallelism", "07_multi_gpu"),
+           ("pipeline parallelism", "07_multi_gpu"), ("expert parallelism", "07_multi_gpu"),
+           ("speculative decoding", "08_optimization_map"), ("arithmetic intensity", "04_inside_the_chip")],
+    "zh_CN": [("屋顶线", "05_prefill_decode_roofline"), ("预填充", "05_prefill_decode_roofline"),
+              ("键值缓存", "06_attention_kv_cache"), ("KV缓存", "06_attention_kv_cache"),
+              ("算术强度", "04_inside_the_chip"), ("投机解码", "08_optimization_map"),
+              ("张量并行", "07_multi_gpu"), ("流水线并行", "07_multi_gpu"), ("专家并行", "07_multi_gpu"),
+              ("算力受限", "05_prefill_decode_roofline")],
+}
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_search_finds_the_books_terms(browser, server, edition):
+    """Each edition's search, as typed in the browser, finds the chapter of each of the book's
+    terms (Chinese multi-character terms included: the query is cut into the index's words)."""
+    _require((SITE / EDITIONS[edition] / "search.html").is_file(), f"no search page for {edition}")
+    missing = []
+    v = Visit(browser, server)
+    try:
+        for query, expected in SEARCH_TERMS[edition]:
+            page = v.open(f"{EDITIONS[edition]}search.html?q={query}")
+            page.wait_for_function("() => { const s = document.getElementById('search-progress');"
+                                   " return s && s.textContent.trim() !== '' && !/Preparing|正在/.test(s.textContent)"
+                                   " || document.querySelectorAll('ul.search li').length > 0; }", timeout=TIMEOUT_MS)
+            page.wait_for_function("() => !document.querySelector('#search-results .search-progress') ||"
+                                   " document.querySelector('#search-results p')", timeout=TIMEOUT_MS)
+            hrefs = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
+            if not any(expected in (h or "") for h in hrefs):
+                missing.append(f"{query!r}: {expected} not among {len(hrefs)} results "
+                               f"{[pathlib.PurePosixPath(urlsplit(h).path).stem for h in hrefs][:6]}")
+        assert not v.errors, v.errors
+    finally:
+        v.close()
+    assert not missing, f"{edition} search:\n  " + "\n  ".join(missing)
+
+
+# A figure opened by a tap (ldf.js) shows at its natural size: its smallest text at least this.
+MIN_ENLARGED_TEXT_PX = 10.0
+
+
+def test_figures_enlarge_on_a_phone(browser, server):
+    """On a 390 px phone a figure's text is ~8.5 px in the column; a tap opens the figure alone
+    at its natural size, where the smallest text of every SVG figure of the book is >= 10 px
+    (tick exponents, drawn at 0.7 of their label by TeX's rule, are counted at their label's
+    size: see _svg_text).  Driven on the ch05 roofline: tap, the view opens, close."""
+    pages = [p for p in _edition_pages("en") if p.startswith("notebooks/")]
+    small = []
+    for rel in _edition_pages("en") + _edition_pages("zh_CN"):
+        html_text = (SITE / rel).read_text(encoding="utf-8")
+        for src in re.findall(r'<img[^>]+src="([^"]+\.svg)"', html_text):
+            path = (SITE / rel).parent / unquote(src)
+            if not path.is_file() or "_images" not in src:
+                continue
+            vb, smallest = _svg_text(path)
+            if smallest is not None and vb and smallest * 4 / 3 < MIN_ENLARGED_TEXT_PX - 0.05:
+                small.append(f"{rel}: {src}: {smallest * 4 / 3:.1f} px at natural size")
+    assert not small, "\n".join(small)
+    rel = next((p for p in pages if "05_" in p), pages[0] if pages else None)
+    if rel is None:
+        pytest.skip("no chapter page")
+    v = Visit(browser, server, WIDTHS["phone"])
+    try:
+        page = v.open(rel)
+        img = page.locator("article .cell_output img.ldf-zoomable").first
+        img.scroll_into_view_if_needed()
+        column = img.bounding_box()["width"]
+        img.tap()
+        page.wait_for_selector("dialog.ldf-figure-view[open] img", timeout=5_000)
+        big = page.locator("dialog.ldf-figure-view img").bounding_box()["width"]
+        natural = page.locator("dialog.ldf-figure-view img").evaluate("e => e.naturalWidth")
+        assert big >= natural - 1 and big > column * 1.3, (column, big, natural)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "figure-enlarged-390.png"))
+        page.locator(".ldf-figure-close").tap()
+        page.wait_for_function("() => !document.querySelector('dialog.ldf-figure-view')", timeout=5_000)
+        assert not v.errors, v.errors
+    finally:
+        v.close()
+
+
+def test_language_switch_keeps_the_section(browser, server):
+    """Switching edition from the middle of a chapter opens the other edition at that section."""
+    chapter = next((p for p in _edition_pages("en") if p.startswith("notebooks/05")), None)
+    if chapter is None or not (SITE / "zh_CN" / chapter).is_file():
+        pytest.skip("no chapter page in both editions")
+    v = Visit(browser, server)
+    try:
+        page = v.open(chapter)
+        target = page.evaluate("""() => { const s = document.querySelectorAll('article section section[id]');
+            const t = s[Math.min(2, s.length - 1)]; t.scrollIntoView(); return t.id; }""")
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
+        with page.expect_navigation(timeout=TIMEOUT_MS):
+            page.locator("a.ldf-language").click()
+        assert "zh_CN/" in page.url and page.url.endswith("#" + target), (page.url, target)
+        assert page.locator(f"[id='{target}']").count() == 1, f"no section {target} in the other edition"
+        assert not v.errors, v.errors
+    finally:
         v.close()

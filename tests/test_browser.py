@@ -770,7 +770,7 @@ def _drag(page, input_el, frac: float, touch: bool) -> None:
     lo, hi = int(input_el.get_attribute("min")), int(input_el.get_attribute("max"))
     cur = int(input_el.evaluate("e => e.value"))
     if round(lo + frac * (hi - lo)) == cur:   # already there: drag somewhere else
-        frac = 0.9 if frac < 0.5 else 0.1
+        frac = 0.9 if cur - lo < (hi - lo) / 2 else 0.1
     pad = 8   # the thumb's half width: the track's ends are this far inside the box
     # press on the track a little before the target (the thumb jumps there), drag on to it
     x1 = box["x"] + pad + (box["width"] - 2 * pad) * frac

@@ -108,14 +108,6 @@ def _is_widget_script(js) -> bool:
     return attrs.get("type") == WIDGET_STATE or any(name.endswith(w) for w in WIDGET_SCRIPTS)
 
 
-SEARCH_SCRIPTS = ("searchtools.js", "language_data.js", "searchindex.js")
-
-
-def _is_search_script(js) -> bool:
-    name = str(getattr(js, "filename", js) or "").split("?")[0]
-    return any(name.endswith(w) for w in SEARCH_SCRIPTS)
-
-
 def _is_mathjax(app, js) -> bool:
     name = str(getattr(js, "filename", js) or "").split("?")[0]
     body = str((getattr(js, "attributes", None) or {}).get("body", ""))
@@ -137,9 +129,6 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
     its ``default_mode`` is empty, as sphinx-book-theme leaves it; "auto" follows the reader's
     OS setting, and the theme remembers the reader's own choice.
 
-    The search index (``searchindex.js``, the largest file of many pages) and its scripts load
-    on the search page only; the theme's search box sends the query there.
-
     Jupyter Book always loads the sphinx_thebe extension; with Sphinx 7 its inline
     ``const THEBE_JS_URL = ...`` is added twice (a page error), and it names a CDN.  The book's
     calculators need no kernel, so without ``launch_buttons.thebe`` the scripts are removed.
@@ -157,8 +146,6 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
         scripts = [js for js in scripts if not _is_mathjax(app, js)]
     if not (app.config.html_theme_options or {}).get("launch_buttons", {}).get("thebe"):
         scripts = [js for js in scripts if not _is_thebe(js)]
-    if pagename != "search":   # the index and its scripts serve only the search page
-        scripts = [js for js in scripts if not _is_search_script(js)]
     context["script_files"] = scripts
 
 

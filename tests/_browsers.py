@@ -151,10 +151,10 @@ _LAYOUT_JS = r"""(viewportWidth) => {
     const lines = tops.filter((t, i) => i === 0 || t - tops[i - 1] > 4).length;   // one per line box
     if (lines >= words.length) squeezed.push(`${where(cell)}: ${words.length} words on ${lines} lines`);
   }
-  // a short code name split across two lines ("lin|k")
+  // a short code name split across two lines ("lin|k"; "--busy-|core" may break at its hyphen)
   const split = Array.from(art.querySelectorAll('code.literal')).filter(c => {
     const t = (c.textContent || '').trim();
-    return t.length <= 24 && !/\s/.test(t) && c.getClientRects().length > 1;
+    return t.length <= 24 && /^[A-Za-z0-9]+$/.test(t) && c.getClientRects().length > 1;
   }).map(c => where(c));
   // against the configured width: a phone's visual viewport grows to fit a page that is too wide
   const page = document.scrollingElement.scrollWidth - viewportWidth;

@@ -107,9 +107,10 @@ var splitQuery = (function () {
     // 4. the language switch keeps the section: the id of the last heading above the top
     document.querySelectorAll("a.ldf-language").forEach(function (a) {
       a.addEventListener("click", function () {
-        var at = "";
+        // below the sticky header and any scroll padding: the top quarter of the window
+        var at = "", line = Math.max(120, window.innerHeight / 4);
         document.querySelectorAll("article section[id]").forEach(function (s) {
-          if (s.getBoundingClientRect().top <= 80) { at = s.id; }
+          if (s.getBoundingClientRect().top <= line) { at = s.id; }
         });
         if (window.location.hash && !at) { at = window.location.hash.slice(1); }
         if (at) { a.setAttribute("href", a.getAttribute("href").split("#")[0] + "#" + at); }

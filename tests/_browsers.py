@@ -1,11 +1,17 @@
-"""Helpers the real-browser tests share (tests/test_browser.py, tests/test_jupyterlab.py)."""
+"""Helpers the real-browser tests share (tests/test_browser.py, tests/test_jupyterlab.py): finding
+Chromium, skipping without it, a page visit that records errors and requests, the layout probes
+run in the page, and a real mouse / touch drag of a slider."""
 from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
+from urllib.parse import urlsplit
 
 import pytest
+
+TIMEOUT_MS = 30_000
 
 
 def require(condition: bool, why: str):
@@ -22,3 +28,216 @@ def chromium() -> str | None:
         if c and pathlib.Path(c).is_file():
             return c
     return None
+
+
+class Visit:
+    """Opens pages in a fresh browser context (empty cache), recording console errors, page
+    errors, requests to other hosts and the bytes of every response."""
+
+    def __init__(self, browser, base: str, width: int = 1280, color_scheme: str | None = None):
+        self.base = base
+        phone = width < 600
+        self.context = browser.new_context(
+            viewport={"width": width, "height": 844 if phone else 900}, is_mobile=phone, has_touch=phone,
+            device_scale_factor=1, color_scheme=color_scheme)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        self.bytes: dict[str, int] = {}
+        self.page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}")
+                     if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("requestfinished", self._finished)
+        self.page.route("**/*", self._route)
+
+    def _route(self, route):
+        url = route.request.url
+        local = (url.startswith(("data:", "blob:", "about:")) or
+                 (url.startswith("file://") and self.base.startswith("file://")) or
+                 (not self.base.startswith("file://") and urlsplit(url).netloc == urlsplit(self.base).netloc))
+        if local:
+            route.continue_()
+        else:
+            self.external.append(url)
+            route.abort()
+
+    def _finished(self, request):
+        try:
+            size = request.sizes()["responseBodySize"]
+        except Exception:   # a request without a response body (aborted, data: URL)
+            size = 0
+        url = request.url.split("#")[0]
+        self.bytes[url] = max(self.bytes.get(url, 0), size)
+
+    def open(self, rel: str):
+        self.page.goto(f"{self.base}/{rel}", wait_until="load", timeout=TIMEOUT_MS)
+        try:   # best effort: the checks below wait for what matters (widgets, calculators)
+            self.page.wait_for_load_state("networkidle", timeout=10_000)
+        except Exception:
+            pass
+        return self.page
+
+    def close(self):
+        self.context.close()
+
+
+# Boxes whose content a reader needs; each must fit the column or scroll with the affordance.
+_LAYOUT_JS = r"""(viewportWidth) => {
+  const art = document.querySelector('article.bd-article') || document.querySelector('main');
+  const cs = getComputedStyle(art), r = art.getBoundingClientRect();
+  // the text column, with 6 px of slack (an inline code box's padding may reach into the margin)
+  const L = r.left + parseFloat(cs.paddingLeft) - 6, R = r.right - parseFloat(cs.paddingRight) + 6;
+  const where = el => {
+    let h = null;
+    for (let e = el; e && !h; e = e.previousElementSibling || e.parentElement) {
+      const c = e.matches && e.matches('section') ? e.querySelector('h1, h2, h3') : null;
+      if (e.matches && e.matches('h1, h2, h3')) h = e; else if (c) h = c;
+    }
+    const cls = (el.className && el.className.baseVal === undefined ? el.className : '') || '';
+    return `${el.tagName.toLowerCase()}.${cls.split(' ').filter(Boolean).slice(0, 3).join('.')}` +
+           ` "${(el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 50)}"` +
+           (h ? ` (under "${h.textContent.replace(/[#¶]/g, '').trim().slice(0, 40)}")` : '');
+  };
+  const scrollBox = el => {
+    for (let a = el; a && a !== art; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth + 1) return a;
+    }
+    return null;
+  };
+  const isResult = el => !!el.closest('.cell_output, div.math, table, .ldf-calc-card');
+  const sel = 'pre, table, div.math, mjx-container, img, svg, .ldf-calc-card, .cell_output .output, ' +
+              'p, li, dt, dd, h1, h2, h3, h4, blockquote, .admonition, code';
+  const cut = [], noCue = [], scrolls = [], squeezed = [], seen = new Set();
+  for (const el of art.querySelectorAll(sel)) {
+    if (!el.getClientRects().length || el.closest('#jb-print-docs-body, .bd-header-article, .ldf-skip')) continue;
+    if (el.closest('svg') && el.tagName.toLowerCase() !== 'svg') continue;
+    const b = el.getBoundingClientRect();
+    if (!b.width) continue;
+    const box = scrollBox(el);
+    if (box) {
+      if (seen.has(box)) continue;
+      seen.add(box);
+      const bb = box.getBoundingClientRect(), hidden = box.scrollWidth - box.clientWidth;
+      if (bb.right > R || bb.left < L) cut.push(`${where(box)}: its scrolling box is ${Math.round(Math.max(bb.right - R, L - bb.left))} px wider than the column`);
+      else if (!box.classList.contains('ldf-scrolls') || getComputedStyle(box).boxShadow === 'none')
+        noCue.push(`${where(box)}: ${hidden} px hidden, no scroll affordance`);
+      scrolls.push({what: where(box), hidden: hidden, width: box.clientWidth, result: isResult(box),
+                    code: !!box.closest('.cell_input, div.highlight') && !box.closest('.cell_output')});
+      continue;
+    }
+    if (b.right > R || b.left < L) {
+      cut.push(`${where(el)}: ${Math.round(Math.max(b.right - R, L - b.left))} px beyond the column`);
+      continue;
+    }
+    const o = getComputedStyle(el).overflowX;
+    if ((o === 'hidden' || o === 'clip') && el.scrollWidth > el.clientWidth + 1)
+      cut.push(`${where(el)}: ${el.scrollWidth - el.clientWidth} px clipped (overflow ${o})`);
+  }
+  // a table column squeezed to one word per line
+  for (const cell of art.querySelectorAll('td, th')) {
+    // Chinese breaks between any two characters; a Chinese word is about two characters
+    const words = (cell.textContent || '').trim().split(/\s+/).flatMap(w => {
+        const cjk = (w.match(/[\u3000-\u9fff\uff00-\uffef]/g) || []).length;
+        return cjk ? Array(Math.ceil(cjk / 2)).fill(w) : (w.length > 1 ? [w] : []); })
+      .concat(Array.from(cell.querySelectorAll('mjx-container')));   // a formula counts as a word
+    if (words.length < 4 || !cell.getClientRects().length) continue;
+    const tops = [], walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+      const range = document.createRange(); range.selectNodeContents(t);
+      for (const x of range.getClientRects()) if (x.width > 0) tops.push(x.top);
+    }
+    tops.sort((a, b) => a - b);
+    const lines = tops.filter((t, i) => i === 0 || t - tops[i - 1] > 4).length;   // one per line box
+    if (lines >= words.length) squeezed.push(`${where(cell)}: ${words.length} words on ${lines} lines`);
+  }
+  // a short code name split across two lines ("lin|k"; "--busy-|core" may break at its hyphen)
+  const split = Array.from(art.querySelectorAll('code.literal')).filter(c => {
+    const t = (c.textContent || '').trim();
+    return t.length <= 24 && /^[A-Za-z0-9]+$/.test(t) && c.getClientRects().length > 1;
+  }).map(c => where(c));
+  // against the configured width: a phone's visual viewport grows to fit a page that is too wide
+  const page = document.scrollingElement.scrollWidth - viewportWidth;
+  return {cut, noCue, scrolls, squeezed, split, pageOverflow: page > 1 ? page : 0};
+}"""
+
+
+def _svg_text(src_path: pathlib.Path) -> tuple[float, float | None]:
+    """(viewBox width, smallest text size in viewBox units, or None when text is outlined).
+
+    A <text> element's size is its largest: matplotlib's mathtext writes "10^{14}" as one <text>
+    whose exponent tspan is 0.7 of the base size, by design of TeX-style scripts."""
+    text = src_path.read_text(encoding="utf-8", errors="replace")
+    m = re.search(r'viewBox="[-0-9.e]+\s+[-0-9.e]+\s+([0-9.e]+)\s+[0-9.e]+"', text)
+    vb = float(m.group(1)) if m else None
+    if vb is None:
+        m = re.search(r'<svg[^>]*\swidth="([0-9.]+)(?:pt|px)?"', text)
+        vb = float(m.group(1)) if m else 0.0
+    size = re.compile(r'font-size(?::\s*|=")([0-9.]+)')
+    bases = []
+    for block in re.findall(r"<text\b.*?</text>", text, re.S):
+        sizes = [float(x) for x in size.findall(block)]
+        if sizes:
+            bases.append(max(sizes))
+    return vb, (min(bases) if bases else None)
+
+
+# The state of control ``a`` of a calculator: the slider's index, its readout, the row's echo.
+_CONTROL_JS = """(el, a) => {
+  const input = el.querySelector(`[name="p${a}"]`);
+  const out = input.parentNode.querySelector('output');
+  const row = el.querySelectorAll('table.ldf-calc-rows tr.ldf-ctl')[a];
+  return {index: Number(input.value), readout: out ? out.textContent : null,
+          echo: row ? row.cells[1].textContent : null};
+}"""
+
+# Everything of a card a reader must see whole: rows, controls, the card itself.
+_CALC_LAYOUT_JS = """el => {
+  const card = el.closest('.ldf-calc-card'), art = document.querySelector('article.bd-article') || document.body;
+  const cs = getComputedStyle(art), r = art.getBoundingClientRect();
+  const right = r.right - parseFloat(cs.paddingRight) + 1, c = card.getBoundingClientRect();
+  const clipped = [];
+  for (const e of [card, el, ...el.querySelectorAll('table.ldf-calc-rows td, .vega-bind, .ldf-calc-title')])
+    if (e.scrollWidth > e.clientWidth + 1)
+      clipped.push(`${e.tagName.toLowerCase()} "${e.textContent.trim().slice(0, 60)}": ${e.scrollWidth - e.clientWidth} px hidden`);
+  if (c.right > right) clipped.push(`the card reaches ${Math.round(c.right - right)} px past the column`);
+  const targets = Array.from(el.querySelectorAll('input, select')).map(i => {
+    const b = i.getBoundingClientRect(), n = i.type === 'range' ? Number(i.max) - Number(i.min) : 0;
+    return {name: i.name, kind: i.type, height: b.height, step: n ? b.width / n : null};
+  });
+  const values = Array.from(el.querySelectorAll('table.ldf-calc-rows tr:not(.ldf-ctl)'))
+    .map(tr => [tr.cells[0].textContent, tr.cells[1].textContent]);
+  return {clipped, targets, values};
+}"""
+
+
+def _drag(page, input_el, frac: float, touch: bool) -> None:
+    """Drag a slider to ``frac`` of its track: the mouse (press on the track, move, release) or a
+    finger (touch start, move, end through Chromium's input pipeline), never a value set by
+    script: Vega's own handlers and the trailing ``change`` event run as for a reader."""
+    input_el.scroll_into_view_if_needed()
+    box = input_el.bounding_box()
+    lo, hi = int(input_el.get_attribute("min")), int(input_el.get_attribute("max"))
+    cur = int(input_el.evaluate("e => e.value"))
+    if round(lo + frac * (hi - lo)) == cur:   # already there: drag somewhere else
+        frac = 0.9 if cur - lo < (hi - lo) / 2 else 0.1
+    pad = 8   # the thumb's half width: the track's ends are this far inside the box
+    # press on the track a little before the target (the thumb jumps there), drag on to it
+    x1 = box["x"] + pad + (box["width"] - 2 * pad) * frac
+    x0 = x1 - 0.25 * (box["width"] - 2 * pad) / max(hi - lo, 1) * (1 if frac > 0.5 else -1)
+    y = box["y"] + box["height"] / 2
+    if not touch:
+        page.mouse.move(x0, y)
+        page.mouse.down()
+        page.mouse.move(x1, y, steps=6)
+        page.mouse.up()
+        return
+    cdp = page.context.new_cdp_session(page)
+    try:
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x0, "y": y}]})
+        for i in range(1, 7):
+            cdp.send("Input.dispatchTouchEvent",
+                     {"type": "touchMove", "touchPoints": [{"x": x0 + (x1 - x0) * i / 6, "y": y}]})
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    finally:
+        cdp.detach()

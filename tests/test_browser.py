@@ -16,6 +16,15 @@ Every page is opened, over a local static server, at a desktop width (1280 px) a
   pixel, and the smallest text of an SVG figure drawn at >= 10 px on the desktop, >= 8 px on
   the phone (``test_figures_sharp_and_legible``).
 
+Calculators as a reader drives them (``test_calculators_as_a_reader_drives_them``, both editions,
+both widths, every calculator): each slider dragged with the mouse (desktop) or a finger (phone,
+touch events through Chromium's input pipeline) and moved with End / Home / arrow keys: the
+readout shows the value the rows echo; no row, control or card cut off or scrolling sideways;
+44 px touch targets on the phone; Chinese names complete and no verdict left in English.  Search
+finds each edition's own terms, Chinese multi-character terms included
+(``test_search_finds_the_books_terms``); a figure opens enlarged on a tap, with its smallest text
+>= 10 px (``test_figures_enlarge_on_a_phone``); the language switch keeps the section.
+
 Besides: the phone drawer opens and its chapter links work, the intro's chapter table links
 every chapter (``test_phone_navigation``); one search box per page (``test_one_search_box``);
 each page's weight, every byte the browser fetches from an empty cache, is under 4 MB for pages
@@ -41,7 +50,7 @@ import threading
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from _browsers import chromium, require
+from _browsers import _CALC_LAYOUT_JS, _CONTROL_JS, _LAYOUT_JS, Visit, _drag, _svg_text, chromium, require
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
@@ -79,7 +88,7 @@ def _page_params():
     return [pytest.param(rel, w, id=f"{rel}-{w}") for rel in pages for w in WIDTHS]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     _require((SITE / "index.html").is_file(), f"no built site at {SITE} (bash tools/build_book.sh)")
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -91,7 +100,7 @@ def browser():
         b.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server():
     """A plain static server of the site on 127.0.0.1 (an ephemeral port)."""
     _require((SITE / "index.html").is_file(), f"no built site at {SITE}")
@@ -111,57 +120,6 @@ def server():
     t.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
-
-
-class Visit:
-    """Opens pages in a fresh browser context (empty cache), recording console errors, page
-    errors, requests to other hosts and the bytes of every response."""
-
-    def __init__(self, browser, base: str, width: int = 1280, color_scheme: str | None = None):
-        self.base = base
-        phone = width < 600
-        self.context = browser.new_context(
-            viewport={"width": width, "height": 844 if phone else 900}, is_mobile=phone, has_touch=phone,
-            device_scale_factor=1, color_scheme=color_scheme)
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.external: list[str] = []
-        self.bytes: dict[str, int] = {}
-        self.page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}")
-                     if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        self.page.on("requestfinished", self._finished)
-        self.page.route("**/*", self._route)
-
-    def _route(self, route):
-        url = route.request.url
-        local = (url.startswith(("data:", "blob:", "about:")) or
-                 (url.startswith("file://") and self.base.startswith("file://")) or
-                 (not self.base.startswith("file://") and urlsplit(url).netloc == urlsplit(self.base).netloc))
-        if local:
-            route.continue_()
-        else:
-            self.external.append(url)
-            route.abort()
-
-    def _finished(self, request):
-        try:
-            size = request.sizes()["responseBodySize"]
-        except Exception:   # a request without a response body (aborted, data: URL)
-            size = 0
-        url = request.url.split("#")[0]
-        self.bytes[url] = max(self.bytes.get(url, 0), size)
-
-    def open(self, rel: str):
-        self.page.goto(f"{self.base}/{rel}", wait_until="load", timeout=TIMEOUT_MS)
-        try:   # best effort: the checks below wait for what matters (widgets, calculators)
-            self.page.wait_for_load_state("networkidle", timeout=10_000)
-        except Exception:
-            pass
-        return self.page
-
-    def close(self):
-        self.context.close()
 
 
 def _typeset(page) -> None:
@@ -198,103 +156,8 @@ def _check_page(page) -> dict:
 
 # --- what one page looks like at one width -------------------------------------------------
 
-# Boxes whose content a reader needs; each must fit the column or scroll with the affordance.
-_LAYOUT_JS = r"""(viewportWidth) => {
-  const art = document.querySelector('article.bd-article') || document.querySelector('main');
-  const cs = getComputedStyle(art), r = art.getBoundingClientRect();
-  // the text column, with 6 px of slack (an inline code box's padding may reach into the margin)
-  const L = r.left + parseFloat(cs.paddingLeft) - 6, R = r.right - parseFloat(cs.paddingRight) + 6;
-  const where = el => {
-    let h = null;
-    for (let e = el; e && !h; e = e.previousElementSibling || e.parentElement) {
-      const c = e.matches && e.matches('section') ? e.querySelector('h1, h2, h3') : null;
-      if (e.matches && e.matches('h1, h2, h3')) h = e; else if (c) h = c;
-    }
-    const cls = (el.className && el.className.baseVal === undefined ? el.className : '') || '';
-    return `${el.tagName.toLowerCase()}.${cls.split(' ').filter(Boolean).slice(0, 3).join('.')}` +
-           ` "${(el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 50)}"` +
-           (h ? ` (under "${h.textContent.replace(/[#¶]/g, '').trim().slice(0, 40)}")` : '');
-  };
-  const scrollBox = el => {
-    for (let a = el; a && a !== art; a = a.parentElement) {
-      const o = getComputedStyle(a).overflowX;
-      if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth + 1) return a;
-    }
-    return null;
-  };
-  const isResult = el => !!el.closest('.cell_output, div.math, table, .ldf-calc-card');
-  const sel = 'pre, table, div.math, mjx-container, img, svg, .ldf-calc-card, .cell_output .output, ' +
-              'p, li, dt, dd, h1, h2, h3, h4, blockquote, .admonition, code';
-  const cut = [], noCue = [], scrolls = [], squeezed = [], seen = new Set();
-  for (const el of art.querySelectorAll(sel)) {
-    if (!el.getClientRects().length || el.closest('#jb-print-docs-body, .bd-header-article, .ldf-skip')) continue;
-    if (el.closest('svg') && el.tagName.toLowerCase() !== 'svg') continue;
-    const b = el.getBoundingClientRect();
-    if (!b.width) continue;
-    const box = scrollBox(el);
-    if (box) {
-      if (seen.has(box)) continue;
-      seen.add(box);
-      const bb = box.getBoundingClientRect(), hidden = box.scrollWidth - box.clientWidth;
-      if (bb.right > R || bb.left < L) cut.push(`${where(box)}: its scrolling box is ${Math.round(Math.max(bb.right - R, L - bb.left))} px wider than the column`);
-      else if (!box.classList.contains('ldf-scrolls') || getComputedStyle(box).boxShadow === 'none')
-        noCue.push(`${where(box)}: ${hidden} px hidden, no scroll affordance`);
-      scrolls.push({what: where(box), hidden: hidden, width: box.clientWidth, result: isResult(box),
-                    code: !!box.closest('.cell_input, div.highlight') && !box.closest('.cell_output')});
-      continue;
-    }
-    if (b.right > R || b.left < L) {
-      cut.push(`${where(el)}: ${Math.round(Math.max(b.right - R, L - b.left))} px beyond the column`);
-      continue;
-    }
-    const o = getComputedStyle(el).overflowX;
-    if ((o === 'hidden' || o === 'clip') && el.scrollWidth > el.clientWidth + 1)
-      cut.push(`${where(el)}: ${el.scrollWidth - el.clientWidth} px clipped (overflow ${o})`);
-  }
-  // a table column squeezed to one word per line
-  for (const cell of art.querySelectorAll('td, th')) {
-    // Chinese breaks between any two characters; a Chinese word is about two characters
-    const words = (cell.textContent || '').trim().split(/\s+/).flatMap(w => {
-        const cjk = (w.match(/[\u3000-\u9fff\uff00-\uffef]/g) || []).length;
-        return cjk ? Array(Math.ceil(cjk / 2)).fill(w) : (w.length > 1 ? [w] : []); })
-      .concat(Array.from(cell.querySelectorAll('mjx-container')));   // a formula counts as a word
-    if (words.length < 4 || !cell.getClientRects().length) continue;
-    const tops = [], walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
-    for (let t = walk.nextNode(); t; t = walk.nextNode()) {
-      const range = document.createRange(); range.selectNodeContents(t);
-      for (const x of range.getClientRects()) if (x.width > 0) tops.push(x.top);
-    }
-    tops.sort((a, b) => a - b);
-    const lines = tops.filter((t, i) => i === 0 || t - tops[i - 1] > 4).length;   // one per line box
-    if (lines >= words.length) squeezed.push(`${where(cell)}: ${words.length} words on ${lines} lines`);
-  }
-  // against the configured width: a phone's visual viewport grows to fit a page that is too wide
-  const page = document.scrollingElement.scrollWidth - viewportWidth;
-  return {cut, noCue, scrolls, squeezed, pageOverflow: page > 1 ? page : 0};
-}"""
-
 _FIGURES_JS = r"""() => Array.from(document.querySelectorAll('article img')).filter(i => i.getClientRects().length)
   .map(i => ({src: i.getAttribute('src'), natural: i.naturalWidth, shown: i.getBoundingClientRect().width}))"""
-
-
-def _svg_text(src_path: pathlib.Path) -> tuple[float, float | None]:
-    """(viewBox width, smallest text size in viewBox units, or None when text is outlined).
-
-    A <text> element's size is its largest: matplotlib's mathtext writes "10^{14}" as one <text>
-    whose exponent tspan is 0.7 of the base size, by design of TeX-style scripts."""
-    text = src_path.read_text(encoding="utf-8", errors="replace")
-    m = re.search(r'viewBox="[-0-9.e]+\s+[-0-9.e]+\s+([0-9.e]+)\s+[0-9.e]+"', text)
-    vb = float(m.group(1)) if m else None
-    if vb is None:
-        m = re.search(r'<svg[^>]*\swidth="([0-9.]+)(?:pt|px)?"', text)
-        vb = float(m.group(1)) if m else 0.0
-    size = re.compile(r'font-size(?::\s*|=")([0-9.]+)')
-    bases = []
-    for block in re.findall(r"<text\b.*?</text>", text, re.S):
-        sizes = [float(x) for x in size.findall(block)]
-        if sizes:
-            bases.append(max(sizes))
-    return vb, (min(bases) if bases else None)
 
 
 def _figure_problems(rel: str, width: str, figures: list[dict]) -> list[str]:
@@ -366,7 +229,8 @@ def test_nothing_wider_than_its_column(browser, server, rel, width):
         _require(False, f"no built site at {SITE}")
     lay = _inspect(browser, server, rel, width)["layout"]
     problems = ([f"cut off: {c}" for c in lay["cut"]] + [f"no scroll cue: {c}" for c in lay["noCue"]]
-                + [f"squeezed: {c}" for c in lay["squeezed"]])
+                + [f"squeezed: {c}" for c in lay["squeezed"]]
+                + [f"a short code name split over two lines: {c}" for c in lay["split"]])
     if lay["pageOverflow"]:
         problems.append(f"the page scrolls sideways by {lay['pageOverflow']} px")
     assert not problems, f"{rel} at {WIDTHS[width]} px:\n  " + "\n  ".join(problems)
@@ -416,7 +280,7 @@ def test_language_switch(browser, server, width):
         assert switch.count() == 1 and switch.is_visible(), f"switch not visible at {width}"
         with page.expect_navigation(timeout=TIMEOUT_MS):
             switch.click()
-        assert page.url.endswith("zh_CN/" + chapter), page.url
+        assert page.url.split("#")[0].endswith("zh_CN/" + chapter), page.url
         assert page.locator("html").get_attribute("lang") == "zh-CN"
         zh_title = page.locator("article h1").first.inner_text()
         assert zh_title != en_title and re.search(r"[\u4e00-\u9fff]", zh_title), zh_title
@@ -424,7 +288,7 @@ def test_language_switch(browser, server, width):
         assert back.is_visible()
         with page.expect_navigation(timeout=TIMEOUT_MS):
             back.click()
-        assert page.url.endswith("/" + chapter) and "zh_CN" not in page.url, page.url
+        assert page.url.split("#")[0].endswith("/" + chapter) and "zh_CN" not in page.url, page.url
         assert not v.errors and not v.external, (v.errors, v.external)
         page.screenshot(path=str(SHOTS / f"language-switch-{width}.png")) if SHOTS.is_dir() else None
     finally:
@@ -565,17 +429,9 @@ def _package_function(path: str):
 
 
 def _shown(calc) -> dict:
-    """{row name: shown text} read from the SVG, rows matched by their vertical position."""
-    return calc.evaluate("""el => {
-        const rows = sel => Array.from(el.querySelectorAll(sel)).map(t => {
-            const r = t.getBoundingClientRect(); return [Math.round(r.top + r.height / 2), t.textContent]; });
-        const names = rows('g.role-axis-label text'), values = rows('g.values_marks text');
-        const out = {};
-        for (const [y, n] of names) {
-            const hit = values.find(([yv]) => Math.abs(yv - y) <= 3);
-            out[n] = hit ? hit[1] : null;
-        }
-        return out; }""")
+    """{row name: shown text} of a calculator's rows (its HTML table, see llm_dataflow.live)."""
+    return calc.evaluate("""el => Object.fromEntries(Array.from(el.querySelectorAll('table.ldf-calc-rows tr'))
+        .map(tr => [tr.cells[0].textContent, tr.cells[1].textContent]))""")
 
 
 @pytest.mark.parametrize("edition", list(EDITIONS))
@@ -613,12 +469,20 @@ def test_every_calculator_follows_its_controls(browser, server, edition):
                     el.select_option(value=str(last))
                 else:
                     el.fill(str(last))
-            page.wait_for_timeout(200)
+            want = live._label(params[list(controls)[-1]])
+            page.wait_for_function("([el, k, v]) => Array.from(el.querySelectorAll('tr.ldf-ctl'))"
+                                   ".some(tr => tr.cells[0].textContent === k && tr.cells[1].textContent === v)",
+                                   arg=[calc.element_handle(), f"{tr(list(controls)[-1])} =", want],
+                                   timeout=TIMEOUT_MS)
             after = _shown(calc)
             try:
                 expected = dict(live.calculator_rows(fn(**params)))   # names without unit, values with
             except Exception as e:   # the page shows the error the function raises
                 expected = {"error": f"{type(e).__name__}: {e}"}
+            for k, text in expected.items():   # a value's words in the edition's language
+                t = live.value_template(text)
+                if t and tr(t[0]) != t[0]:
+                    expected[k] = live._fill(tr(t[0]), t[1])
             for k, val in controls.items():
                 # the readout beside a control: the value as the slider / dropdown labels it
                 assert after.get(f"{tr(k)} =") == live._label(params[k]), (fn_path, k, after)
@@ -710,10 +574,15 @@ def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
         page = v.open(pages[0])
         assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
         _check_page(page)
-        cards = page.eval_on_selector_all(".ldf-calc-card", """els => els.map(e => [
-            getComputedStyle(e).backgroundColor, getComputedStyle(e).color])""")
+        # the colour behind each card: its own, or that of the first ancestor that paints one
+        cards = page.eval_on_selector_all(".ldf-calc-card", """els => els.map(e => {
+            let b = e;
+            while (b && ['rgba(0, 0, 0, 0)', 'transparent'].includes(getComputedStyle(b).backgroundColor))
+              b = b.parentElement;
+            return [b ? getComputedStyle(b).backgroundColor : 'rgb(255, 255, 255)', getComputedStyle(e).color]; })""")
         for bg, fg in cards:
             assert _contrast(fg, bg) >= 4.5, (bg, fg)
+            assert _luminance(bg) < 0.2, f"a calculator sits on a light background in dark mode: {bg}"
         figs = page.eval_on_selector_all(".cell_output img", "els => els.map(e => getComputedStyle(e).backgroundColor)")
         assert all(bg not in ("rgba(0, 0, 0, 0)", "transparent") for bg in figs), figs
         math = page.eval_on_selector_all("mjx-container svg", "els => els.slice(0, 3).map(e => [getComputedStyle(e).color, getComputedStyle(document.body).color])")
@@ -723,4 +592,209 @@ def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
         assert not v.errors, v.errors
     finally:
         v.page.evaluate("() => localStorage.removeItem('mode')")
+        v.close()
+
+
+# --- calculators as a reader drives them ----------------------------------------------------
+# Touch targets (WCAG 2.5.5): a control at least this tall, a slider step at least this wide.
+MIN_TARGET_PX = 44.0
+MIN_SLIDER_STEP_PX = 16.0
+
+def _calculator_pages(code: str) -> list[str]:
+    return [rel for rel in _edition_pages(code) if _specs(rel)]
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_calculators_as_a_reader_drives_them(browser, server, edition, width):
+    """Every calculator of every page, driven as a reader does: each slider dragged (mouse on
+    the desktop, a finger on the phone) and moved with the keys (End, Home, arrow): its readout
+    shows the value the slider stands for, the same the rows echo; no row, control or card is
+    cut off or scrolls sideways; on the phone every control is a 44 px touch target; in a
+    translated edition the rows show translated names complete and no value left in English
+    where the catalog translates its words.  Screenshot of the first calculator after a drag:
+    ``artifacts/screenshots/calculator-<edition>-<width>.png``."""
+    from llm_dataflow import live
+
+    pages = _calculator_pages(edition)
+    if not pages:
+        pytest.skip("no calculator on any built page")
+    phone = width == "phone"
+    problems, checked, shot = [], 0, False
+    v = Visit(browser, server, WIDTHS[width])
+    try:
+        for rel in pages:
+            tr = _translator(rel)
+            page = v.open(rel)
+            _check_page(page)
+            for i, spec in enumerate(_specs(rel)):
+                calc = page.locator(".ldf-calc-static").nth(i)
+                calc.scroll_into_view_if_needed()
+                labels = next(p["value"] for p in spec["params"] if p["name"] == "ldf_c")
+                where = f"{rel} #{i} ({spec['title']['text'][:40]}) at {WIDTHS[width]} px"
+                for a, lab in enumerate(labels):
+                    el = calc.locator(f'[name="p{a}"]')
+                    if el.evaluate("e => e.type") != "range":
+                        el.select_option(value=str(len(lab) - 1))
+                        page.wait_for_function(
+                            "([el, a, v]) => el.querySelectorAll('tr.ldf-ctl')[a].cells[1].textContent === v",
+                            arg=[calc.element_handle(), a, lab[-1]], timeout=TIMEOUT_MS)
+                        continue
+                    moves = [("drag to the middle", lambda: _drag(page, el, 0.5, phone)),
+                             ("End", lambda: el.press("End")), ("Home", lambda: el.press("Home")),
+                             ("ArrowRight", lambda: el.press("ArrowRight"))]
+                    for what, move in moves:
+                        before = el.evaluate("e => e.value")
+                        move()
+                        if what == "drag to the middle":
+                            try:
+                                page.wait_for_function("([e, b]) => e.value !== b",
+                                                       arg=[el.element_handle(), before], timeout=5_000)
+                            except Exception:
+                                problems.append(f"{where}: dragging slider p{a} did not move it (at {before})")
+                        st = calc.evaluate(_CONTROL_JS, a)
+                        want = lab[st["index"]]
+                        if not (st["readout"] == want == st["echo"]):
+                            problems.append(f"{where}: {spec['usermeta']['controls'] and list(spec['usermeta']['controls'])[a]!r} "
+                                            f"after {what}: slider at {want!r}, readout {st['readout']!r}, row {st['echo']!r}")
+                    if what and not shot and rel.endswith("05_prefill_decode_roofline.html"):
+                        SHOTS.mkdir(parents=True, exist_ok=True)
+                        _drag(page, el, 0.6, phone)
+                        calc.locator("xpath=ancestor::div[contains(@class,'ldf-calc-card')]").screenshot(
+                            path=str(SHOTS / f"calculator-{edition}-{width}.png"))
+                        shot = True
+                lay = calc.evaluate(_CALC_LAYOUT_JS)
+                problems += [f"{where}: cut off: {c}" for c in lay["clipped"]]
+                if phone:
+                    for t in lay["targets"]:
+                        if t["height"] < MIN_TARGET_PX - 0.5:
+                            problems.append(f"{where}: {t['kind']} {t['name']} is {t['height']:.0f} px tall "
+                                            f"(< {MIN_TARGET_PX:.0f})")
+                        if t["step"] is not None and t["step"] < MIN_SLIDER_STEP_PX:
+                            problems.append(f"{where}: slider {t['name']} step {t['step']:.1f} px "
+                                            f"(< {MIN_SLIDER_STEP_PX:.0f})")
+                if edition != "en":
+                    names = {tr(n) for col in next(p["value"] for p in spec["params"] if p["name"] == "ldf_n")
+                             for n in col if isinstance(n, str)}
+                    for n, val in lay["values"]:
+                        if n.strip() and n not in names:
+                            problems.append(f"{where}: row name {n!r} is not a translated name of the card")
+                        t = live.value_template(val)
+                        if t and tr(t[0]) != t[0]:
+                            problems.append(f"{where}: {n!r} shows {val!r} in English ({tr(t[0])!r})")
+                checked += 1
+        assert not v.errors, v.errors
+    finally:
+        v.close()
+    assert checked, "no calculator checked"
+    assert not problems, f"{len(problems)} problems:\n  " + "\n  ".join(problems[:40])
+
+
+# The book's own terms, and a page each must find: (query, page name without .html).
+SEARCH_TERMS = {
+    "en": [("roofline", "05_prefill_decode_roofline"), ("prefill", "05_prefill_decode_roofline"),
+           ("KV cache", "06_attention_kv_cache"), ("tensor parallelism", "07_multi_gpu"),
+           ("pipeline parallelism", "07_multi_gpu"), ("expert parallelism", "07_multi_gpu"),
+           ("speculative decoding", "08_optimization_map"), ("arithmetic intensity", "04_inside_the_chip")],
+    "zh_CN": [("屋顶线", "05_prefill_decode_roofline"), ("预填充", "05_prefill_decode_roofline"),
+              ("键值缓存", "06_attention_kv_cache"), ("KV缓存", "06_attention_kv_cache"),
+              ("算术强度", "04_inside_the_chip"), ("投机解码", "08_optimization_map"),
+              ("张量并行", "07_multi_gpu"), ("流水线并行", "07_multi_gpu"), ("专家并行", "07_multi_gpu"),
+              ("算力受限", "05_prefill_decode_roofline")],
+}
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_search_finds_the_books_terms(browser, server, edition):
+    """Each edition's search, as typed in the browser, finds the chapter of each of the book's
+    terms (Chinese multi-character terms included: the query is cut into the index's words)."""
+    _require((SITE / EDITIONS[edition] / "search.html").is_file(), f"no search page for {edition}")
+    missing = []
+    v = Visit(browser, server)
+    try:
+        for query, expected in SEARCH_TERMS[edition]:
+            page = v.open(f"{EDITIONS[edition]}search.html?q={query}")
+            page.wait_for_function("() => { const s = document.getElementById('search-progress');"
+                                   " return s && s.textContent.trim() !== '' && !/Preparing|正在/.test(s.textContent)"
+                                   " || document.querySelectorAll('ul.search li').length > 0; }", timeout=TIMEOUT_MS)
+            page.wait_for_function("() => !document.querySelector('#search-results .search-progress') ||"
+                                   " document.querySelector('#search-results p')", timeout=TIMEOUT_MS)
+            hrefs = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
+            if not any(expected in (h or "") for h in hrefs):
+                missing.append(f"{query!r}: {expected} not among {len(hrefs)} results "
+                               f"{[pathlib.PurePosixPath(urlsplit(h).path).stem for h in hrefs][:6]}")
+        assert not v.errors, v.errors
+    finally:
+        v.close()
+    assert not missing, f"{edition} search:\n  " + "\n  ".join(missing)
+
+
+# A figure opened by a tap (ldf.js) shows at its natural size: its smallest text at least this.
+MIN_ENLARGED_TEXT_PX = 10.0
+
+
+def test_figures_enlarge_on_a_phone(browser, server):
+    """On a 390 px phone a figure's text is ~8.5 px in the column; a tap opens the figure alone
+    at its natural size, where the smallest text of every SVG figure of the book is >= 10 px
+    (tick exponents, drawn at 0.7 of their label by TeX's rule, are counted at their label's
+    size: see _svg_text).  Driven on the ch05 roofline: tap, the view opens, close."""
+    pages = [p for p in _edition_pages("en") if p.startswith("notebooks/")]
+    small = []
+    for rel in _edition_pages("en") + _edition_pages("zh_CN"):
+        html_text = (SITE / rel).read_text(encoding="utf-8")
+        for src in re.findall(r'<img[^>]+src="([^"]+\.svg)"', html_text):
+            path = (SITE / rel).parent / unquote(src)
+            if not path.is_file() or "_images" not in src:
+                continue
+            vb, smallest = _svg_text(path)
+            if smallest is not None and vb and smallest * 4 / 3 < MIN_ENLARGED_TEXT_PX - 0.05:
+                small.append(f"{rel}: {src}: {smallest * 4 / 3:.1f} px at natural size")
+    assert not small, "\n".join(small)
+    rel = next((p for p in pages if "05_" in p), pages[0] if pages else None)
+    if rel is None:
+        pytest.skip("no chapter page")
+    v = Visit(browser, server, WIDTHS["phone"])
+    try:
+        page = v.open(rel)
+        img = page.locator("article .cell_output img.ldf-zoomable").first
+        img.scroll_into_view_if_needed()
+        column = img.bounding_box()["width"]
+        img.tap()
+        page.wait_for_selector("dialog.ldf-figure-view[open] img", timeout=5_000)
+        big = page.locator("dialog.ldf-figure-view img").bounding_box()["width"]
+        natural = page.locator("dialog.ldf-figure-view img").evaluate("e => e.naturalWidth")
+        assert big >= natural - 1 and big > column * 1.3, (column, big, natural)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "figure-enlarged-390.png"))
+        page.locator(".ldf-figure-close").tap()
+        page.wait_for_function("() => !document.querySelector('dialog.ldf-figure-view')", timeout=5_000)
+        assert not v.errors, v.errors
+    finally:
+        v.close()
+
+
+def test_language_switch_keeps_the_section(browser, server):
+    """Switching edition from the middle of a chapter opens the other edition at that section."""
+    chapter = next((p for p in _edition_pages("en") if p.startswith("notebooks/05")), None)
+    if chapter is None or not (SITE / "zh_CN" / chapter).is_file():
+        pytest.skip("no chapter page in both editions")
+    v = Visit(browser, server)
+    try:
+        page = v.open(chapter)
+        target = page.evaluate("""() => { const s = document.querySelectorAll('article section section[id]');
+            const t = s[Math.min(2, s.length - 1)]; t.scrollIntoView(); return t.id; }""")
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
+        boxes = page.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('article section[id]'))
+            .map(s => { const b = s.getBoundingClientRect(); return [s.id, [b.top, b.bottom]]; }))""")
+        half = page.evaluate("() => window.innerHeight / 2")
+        with page.expect_navigation(timeout=TIMEOUT_MS):
+            page.locator("a.ldf-language").click()
+        assert "zh_CN/" in page.url and "#" in page.url, (page.url, target)
+        at = page.url.split("#", 1)[1]
+        # a section the reader was looking at: it starts in the upper half of the window, or
+        # holds the window's top
+        assert at in boxes and boxes[at][0] <= half and boxes[at][1] > 0, (page.url, boxes.get(at), target)
+        assert page.locator(f"[id='{at}']").count() == 1, f"no section {at} in the other edition"
+        assert not v.errors, v.errors
+    finally:
         v.close()

@@ -66,8 +66,13 @@ def test_translate_card_changes_labels_only(i):
         a, b = json.loads(m_in.group(2)), json.loads(m_out.group(2))
         assert a["usermeta"] == b["usermeta"]       # same function, controls and initial setting
         for pa, pb in zip(a["params"], b["params"]):
-            if pa["name"] in ("ldf_t", "ldf_d", "ldf_c", "ldf_x", "ldf_s", "ldf_u"):
-                assert pa == pb                      # the values and the control labels: untouched
+            if pa["name"] in ("ldf_c", "ldf_x", "ldf_s", "ldf_u"):
+                assert pa == pb                      # the control labels and scales: untouched
+            if pa["name"] in ("ldf_t", "ldf_d"):     # values: their words translated, numbers kept
+                for ca, cb in zip(pa["value"], pb["value"]):
+                    for va, vb in zip(ca, cb):
+                        ta = live.value_template(va) if isinstance(va, str) else None
+                        assert vb == (("译" + ta[0]).format(*ta[1]) if ta else va), (name, va, vb)
 
 
 def test_card_functions_reject_other_html():

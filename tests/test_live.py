@@ -329,3 +329,43 @@ def test_unit_formatting_helpers_never_use_scientific_notation():
     for x in (1e-12, 9.9996e-7, 0.99996, 999.96, 1e20, 123456.789):
         for text in (fmt_num(x), fmt_time(x), fmt_si(x, "B")):
             assert not re.search(r"\d[eE][+-]?\d", text), (x, text)
+
+
+@pytest.mark.parametrize("value,template,numbers", [
+    ("fits: 21.5 GB of 80.0 GB per GPU", "fits: {0} of {1} per GPU", ["21.5 GB", "80.0 GB"]),
+    ("YES: 200,000 > max_position_embeddings 163,840 (computed anyway)",
+     "YES: {0} > max_position_embeddings {1} (computed anyway)", ["200,000", "163,840"]),
+    ("no (4,096 ≤ 131,072)", "no ({0} ≤ {1})", ["4,096", "131,072"]),
+    ("never compute-bound", "never compute-bound", []),
+    ("yes", "yes", []),
+    ("n/a: no published fp8 peak for A100-80GB-SXM", "n/a: no published fp8 peak for A100-80GB-SXM", []),
+    ("6.48 ms", None, None), ("1,024", None, None), ("bf16 / bf16", None, None),
+    ("gate_proj", None, None), ("GQA", None, None), ("ValueError: batch=0", None, None),
+])
+def test_value_templates_keep_numbers_and_names(value, template, numbers):
+    got = live.value_template(value)
+    assert got == (None if template is None else (template, numbers))
+    if got:
+        assert live._fill(got[0], got[1]) == value
+
+
+def test_translated_values_keep_their_numbers():
+    card = live.calculator_html(kv_toy, CONTROLS, title="toy")
+    assert "big" in live.card_messages(card) and "small" in live.card_messages(card)
+    out = live.translate_card(card, lambda s: {"big": "大", "small": "小"}.get(s, s))
+    p = params_of(spec_of(out))
+    shown_values = set(p["ldf_d"][3] or p["ldf_t"][3])
+    assert {"大", "小"} <= shown_values and not {"big", "small"} & shown_values
+    assert params_of(spec_of(card))["ldf_t"][0] == p["ldf_t"][0]       # numbers untouched
+    # a translation may reorder the numbers of a template
+    assert live._fill("每块 GPU 共 {1}，用 {0}", ["21.5 GB", "80.0 GB"]) == "每块 GPU 共 80.0 GB，用 21.5 GB"
+
+
+def test_page_view_writes_the_readout_and_an_html_table():
+    """The view: Vega draws nothing ("none"); the rows are an HTML table; each slider has its own
+    <output> written on input and change (after Vega's handlers), and 44 px touch targets."""
+    card = live.calculator_html(kv_toy, CONTROLS, title="toy")
+    assert '"renderer": "none"' in card and "ldf-calc-rows" in card
+    assert '["input", "change"]' in card and 'node("output")' in card
+    assert "min-height:44px" in card and "input[type=range]+span{display:none}" in card
+    assert "__ID__" not in card and "__SPEC__" not in card and "__CDN__" not in card

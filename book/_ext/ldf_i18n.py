@@ -97,6 +97,25 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
         for e in links)
 
 
+# The themes' own zh_CN strings that are Traditional wording; the Simplified the book uses.
+THEME_WORDING = {"zh_CN": {"列印成 PDF": "打印为 PDF"}}
+
+
+def _theme_wording(app, pagename, templatename, context, doctree) -> None:
+    """Replace the theme's Traditional wording in the header buttons' tooltips and labels."""
+    fixes = THEME_WORDING.get(edition(app.config.language), {})
+
+    def fix(buttons):
+        for b in buttons or []:
+            for key in ("tooltip", "label", "text"):
+                if isinstance(b.get(key), str) and b[key] in fixes:
+                    b[key] = fixes[b[key]]
+            fix(b.get("buttons"))
+
+    if fixes:
+        fix(context.get("header_buttons"))
+
+
 def _is_calculator(node) -> bool:
     return isinstance(node, nodes.raw) and "ldf-calc-card" in node.astext()
 
@@ -153,6 +172,7 @@ def setup(app):
     app.connect("config-inited", _config_inited, priority=450)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
+    app.connect("html-page-context", _theme_wording, priority=900)   # after the theme's buttons (501)
     app.add_post_transform(ExtractOutputMessages)
     app.add_transform(TranslateCards)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

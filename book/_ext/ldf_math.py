@@ -10,7 +10,8 @@ formula to one Node.js process running the pinned MathJax of ``web/node_modules`
 * glyph outlines are stored once per page in a hidden ``<svg>`` (MathJax's "global" font cache)
   that each formula references, so a formula adds ~1-3 kB of HTML;
 * a TeX error is a Sphinx warning (the ``-W`` build fails) instead of red text on a page;
-* each formula keeps its TeX as ``aria-label`` (screen readers read the source).
+* each formula's ``aria-label`` is its TeX written as text (:func:`spoken`: ``\\frac{Q}{\\beta}``
+  reads "Q / β", ``\\le`` "≤"), so a screen reader does not spell out backslashes and braces.
 
 Display math follows ``sphinx.ext.mathjax.html_visit_displaymath`` (equation numbers and
 permalinks, ``nowrap``, blank-line separated equations aligned, ``\\\\`` wrapped in ``split``).
@@ -31,6 +32,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.locale import _
 from sphinx.util import logging
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.math import get_node_equation_number
 
 logger = logging.getLogger(__name__)
@@ -81,6 +83,44 @@ def _jax(self) -> NodeMathJax:
     return app.ldf_mathjax
 
 
+_GREEK = {n: c for n, c in zip(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta lambda mu nu xi pi rho sigma tau phi "
+    "varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Phi Psi Omega".split(),
+    "αβγδεεζηθλμνξπρστφφχψωΓΔΘΛΞΠΣΦΨΩ")}
+_SYMBOLS = {"cdot": "·", "times": "×", "ge": "≥", "geq": "≥", "le": "≤", "leq": "≤", "ne": "≠",
+            "neq": "≠", "approx": "≈", "sim": "~", "to": "→", "rightarrow": "→", "leftarrow": "←",
+            "infty": "∞", "ll": "≪", "gg": "≫", "in": "∈", "sum": "Σ", "prod": "Π", "pm": "±",
+            "lceil": "⌈", "rceil": "⌉", "lfloor": "⌊", "rfloor": "⌋", "ldots": "…", "cdots": "…",
+            "dots": "…", "mid": "|", "propto": "∝", "partial": "∂", "lvert": "|", "rvert": "|"}
+
+
+def spoken(tex: str) -> str:
+    """A formula's TeX as plain text for a screen reader (its ``aria-label``).
+
+    >>> spoken(r"t \\;\\ge\\; \\max\\!\\left(\\frac{Q}{\\beta},\\; \\frac{W}{\\pi}\\right).")
+    't ≥ max(Q / β, W / π).'
+    >>> spoken(r"\\text{KV bytes} = 2 \\cdot n_{\\text{layers}}")
+    'KV bytes = 2 · n_layers'
+    """
+    t = " ".join(tex.split())
+    t = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])\s*\\?", "", t)
+    t = re.sub(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~", " ", t)
+    t = re.sub(r"\\([A-Za-z]+)(?![A-Za-z])",
+               lambda m: _GREEK.get(m.group(1), _SYMBOLS.get(m.group(1), m.group(0))), t)
+    for _ in range(4):   # innermost first: \frac{a}{b} -> a / b (parenthesised when compound)
+        t = re.sub(r"([_^])\{([^{}]*)\}", r"\1\2", t)
+        t = re.sub(r"\\(?:text|mathrm|mathit|mathbf|operatorname|textrm|textit|mathsf|mathtt|boldsymbol)"
+                   r"\s*\{([^{}]*)\}", r"\1", t)
+        t = re.sub(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}",
+                   lambda m: " / ".join(x.strip() if re.fullmatch(r"[\w.·]+", x.strip()) else f"({x.strip()})"
+                                        for x in (m.group(1), m.group(2))), t)
+        t = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"√(\1)", t)
+    t = re.sub(r"\\([A-Za-z]+)", r"\1", t)
+    t = t.replace("{", "").replace("}", "").replace("\\", " ")
+    t = re.sub(r"\s+([,.)])", r"\1", re.sub(r"\(\s+", "(", " ".join(t.split())))
+    return re.sub(r"(\w) \(", r"\1(", t)
+
+
 def _svg(self, node, tex: str, display: bool) -> str:
     jax = _jax(self)
     docname = self.builder.current_docname
@@ -90,8 +130,8 @@ def _svg(self, node, tex: str, display: bool) -> str:
     out = jax.ask(op="tex", tex=tex, display=display)
     if out.get("error"):
         logger.warning("TeX error %r in %s", out["error"], tex, location=node, type="ldf", subtype="math")
-    label = html.escape(" ".join(tex.split()), quote=True)
-    # The container is the image a screen reader announces (its TeX source); the SVG inside is
+    label = html.escape(spoken(tex), quote=True)
+    # The container is the image a screen reader announces (the formula as text); the SVG inside is
     # decoration for it.
     return (out["html"]
             .replace('role="img" focusable="false"', 'aria-hidden="true" focusable="false"', 1)
@@ -150,7 +190,32 @@ def _build_finished(app, exception) -> None:
         app.ldf_mathjax = None
 
 
+def plain_alt(text: str) -> str:
+    """An image's alt text as a screen reader should get it: ``$TeX$`` as :func:`spoken` text,
+    no Markdown markers (backticks, ``**``/``*`` emphasis).
+
+    >>> plain_alt("against $\\\\alpha$ for `T_pre` tokens, the *modelled* bytes")
+    'against α for T_pre tokens, the modelled bytes'
+    """
+    text = re.sub(r"\$([^$]+)\$", lambda m: spoken(m.group(1)), text)
+    text = re.sub(r"`([^`]*)`", r"\1", text)
+    return re.sub(r"(\*{1,2})(?=\S)(.+?)(?<=\S)\1", r"\2", text)
+
+
+class PlainAltTexts(SphinxPostTransform):
+    """Every image's alt text (after translation) without TeX or Markdown markup (:func:`plain_alt`)."""
+
+    default_priority = 900
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for img in self.document.findall(nodes.image):
+            if img.get("alt"):
+                img["alt"] = plain_alt(img["alt"])
+
+
 def setup(app):
+    app.add_post_transform(PlainAltTexts)
     app.add_html_math_renderer(RENDERER, (visit_math, None), (visit_displaymath, None))
     app.connect("config-inited", _config_inited, priority=450)
     app.connect("html-page-context", _page_context, priority=950)

@@ -10,7 +10,9 @@ reader:
   desktop column (~690 px) without scaling;
 * on a 390 px phone the column is ~358 px, so the figure is drawn at 358/614 = 0.58 of its size
   and the smallest text, :data:`MIN_FONT_PT` = 11 pt (14.7 px), shows at ~8.6 px
-  (``tests/test_browser.py`` checks every figure at both widths);
+  (``tests/test_browser.py`` checks every figure at both widths); a tap or click opens the
+  figure alone at its natural size (``book/_ext/static/ldf.js``), where that text is 14.7 px
+  and no text of a book figure is under 10 px (``test_figures_enlarge_on_a_phone``);
 * text stays text (``svg.fonttype = "none"``): smaller files than outlined glyphs, selectable and
   searchable; the font list ends in the generic ``sans-serif``;
 * the SVG carries no creation date and fixed element ids (``svg.hashsalt``): re-running a

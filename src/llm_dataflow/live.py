@@ -45,13 +45,14 @@ import numbers
 import os
 import re
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from .core.units import fmt_bytes, fmt_num, fmt_time
 
 __all__ = ["calculator", "calculator_html", "calculator_rows", "static_views_enabled",
-           "hosted_install_cell", "card_messages", "translate_card"]
+           "hosted_install_cell", "card_messages", "translate_card", "value_template"]
 
 # Versions of web/package.json; used only where no book page tells the view where Vega lives.
 _CDN = {"vega": "https://cdn.jsdelivr.net/npm/vega@6.4.0/build/vega.min",
@@ -339,77 +340,28 @@ def _spec(fn, ordered: dict, title: str) -> dict:
 
 
 # The card follows the page's light/dark theme (pydata-sphinx-theme's colour variables, with
-# light fallbacks elsewhere); the script passes the card's text colour to Vega.
+# light fallbacks elsewhere): no background or border colour of its own that could stay light.
 _CARD = ('<div class="ldf-calc-card" role="figure" aria-label="{aria}" style="display:block;'
-         'background:var(--pst-color-on-background,#fff);color:var(--pst-color-text-base,#111);'
-         'padding:6px 8px;margin:4px 0;border:1px solid var(--pst-color-border,#ccc);'
-         'border-radius:4px;overflow-x:auto;max-width:100%;font:13px sans-serif">'
+         'color:inherit;padding:6px 8px;margin:4px 0;'
+         'border:1px solid var(--pst-color-border,rgba(128,128,128,0.5));'
+         'border-radius:4px;max-width:100%;box-sizing:border-box;font-size:13px;'
+         'font-family:var(--pst-font-family-base,sans-serif)">'
          '<div class="ldf-calc-static" id="{id}">{table}</div></div>')
 
-_SCRIPT = """
-<style>#{id} .vega-bind{{margin:2px 0}} #{id} .vega-bind-name{{display:inline-block;min-width:10em}}\
- #{id} .vega-bind input[type=range]+span{{display:inline-block;min-width:5em;margin-left:4px;font-weight:bold}}\
- #{id} select{{font:inherit}}</style>
-<script>
-(function () {{
-  var id = "{id}", spec = {spec};
-  var V = window.LDF_VEGA, root = document.documentElement.getAttribute("data-content_root");
-  if (!V) {{
-    V = root !== null
-      ? {{"vega": root + "_vendor/vega/vega.min", "vega-lite": root + "_vendor/vega-lite/vega-lite.min",
-          "vega-embed": root + "_vendor/vega-embed/vega-embed.min"}}
-      : {cdn};
-  }}
-  var labels = spec.params.filter(function (p) {{ return p.name === "ldf_c"; }})[0].value;
-  function show(vegaEmbed, state) {{
-    var el = document.getElementById(id), fg = getComputedStyle(el.parentNode).color;
-    var config = {{"background": null, "title": {{"color": fg, "subtitleColor": fg}},
-                  "axis": {{"labelColor": fg}}, "text": {{"color": fg}}}};
-    return vegaEmbed(el, spec, {{"renderer": "svg", "actions": false, "mode": "vega-lite", "config": config}})
-      .then(function (res) {{
-        var view = res.view, inputs = el.querySelectorAll(".vega-bind");
-        labels.forEach(function (lab, a) {{
-          var name = "p" + a, input = el.querySelector('[name="' + name + '"]');
-          var span = input && input.type === "range" ? input.nextElementSibling : null;
-          function label(v) {{ if (span) span.textContent = lab[Number(v)]; }}
-          if (state && name in state) view.signal(name, state[name]);
-          label(view.signal(name));
-          view.addSignalListener(name, function (n, v) {{ label(v); }});
-        }});
-        if (state) view.runAsync();
-        el.ldfView = view; el.setAttribute("data-ldf-ready", "1");
-        return view;
-      }})
-      .catch(function (err) {{ el.textContent = "calculator failed to load: " + err; }});
-  }}
-  function start(vegaEmbed) {{
-    show(vegaEmbed);
-    // redraw in the page's new colours when the reader switches light/dark (keep the setting)
-    new MutationObserver(function () {{
-      var el = document.getElementById(id), view = el && el.ldfView, state = {{}};
-      if (!view) return;
-      labels.forEach(function (lab, a) {{ state["p" + a] = view.signal("p" + a); }});
-      view.finalize(); el.removeAttribute("data-ldf-ready");
-      show(vegaEmbed, state);
-    }}).observe(document.documentElement, {{"attributes": true, "attributeFilter": ["data-theme"]}});
-  }}
-  if (window.vegaEmbed) {{ start(window.vegaEmbed); return; }}
-  if (typeof window.define === "function" && window.define.amd && typeof window.require === "function") {{
-    window.require.config({{"paths": V}});
-    window.require(["vega-embed"], start);
-    return;
-  }}
-  if (!window.ldfVegaLoading) {{
-    window.ldfVegaLoading = ["vega", "vega-lite", "vega-embed"].reduce(function (p, name) {{
-      return p.then(function () {{ return new Promise(function (ok, fail) {{
-        var s = document.createElement("script");
-        s.src = V[name] + ".js"; s.onload = ok; s.onerror = fail; document.head.appendChild(s);
-      }}); }});
-    }}, Promise.resolve());
-  }}
-  window.ldfVegaLoading.then(function () {{ start(window.vegaEmbed); }});
-}})();
-</script>"""
+# The page's view (data/calculator_view.html): Vega-Lite, with renderer "none" (Vega draws
+# nothing), binds the controls to the spec's parameters and evaluates its transforms; the script
+# writes the rows Vega computed into an HTML table (text that wraps at any width, no sideways
+# scrolling, read by screen readers) and the value each slider stands for into an <output> of its
+# own (Vega's label beside a slider shows the slider's index, and only updates it on some events:
+# it is hidden).  Controls are at least 44 px tall; on a narrow card each takes the whole width.
+_VIEW = (Path(__file__).parent / "data" / "calculator_view.html").read_text(encoding="utf-8")
+
+
+def _script(ident: str, spec: str) -> str:
+    """The style and script of one card: ``spec`` is the card's JSON text (already escaped)."""
+    view = _VIEW.replace("__ID__", ident).replace("__CDN__", json.dumps(_CDN, sort_keys=True))
+    return "\n" + view.replace("__SPEC__", spec).rstrip("\n")
+
 
 _NOTE = ("values at the initial setting: the controls need a running kernel (run this cell) "
          "or the web book")
@@ -454,7 +406,7 @@ def _card(fn, ordered: dict, title: str, static: bool, n_rows: int | None = None
     digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
     ident = f"ldf-calc-{digest}"
     return (_CARD.format(id=ident, table=table, aria=aria)
-            + _SCRIPT.format(id=ident, spec=spec, cdn=json.dumps(_CDN, sort_keys=True)))
+            + _script(ident, spec))
 
 
 def calculator_html(fn, controls: dict, *, title: str = "", max_rows: int = 5000) -> str:
@@ -492,6 +444,51 @@ _CONTROL_RE = re.compile(r"(<tr><td [^>]*>)([^<]*?)( =</td>)")
 _ROWNAME_RE = re.compile(r"(<tr><td [^>]*>)([^<]+?)(</td><td [^>]*><b>)")
 _ARIA_RE = re.compile(r'(role="figure" aria-label=")([^"]*)(")')
 _NOTE_RE = re.compile(r"(<div class='ldf-calc-note'[^>]*>)([^<]*)(</div>)")
+_VALUE_RE = re.compile(r"(<td [^>]*><b>)([^<]*)(</b></td>)")
+# A number in a shown value, with its unit ("21.5 GB", "1,024", "6.48 ms", "50.0%"), but not
+# the digits of a name ("bf16", "A100-SXM", "max_position_embeddings").
+_VALUE_NUM = re.compile(r"(?<![A-Za-z_\d.\-])[-+]?\d[\d,]*(?:\.\d+)?"
+                        r"(?:\s?(?:[kKMGTPµun]?(?:FLOP/s|FLOP|B/s|B|s|W|Hz)|ms|KiB|MiB|GiB|TiB|%|×)"
+                        r"(?![A-Za-z]))?")
+_PLACEHOLDER = re.compile(r"\{(\d+)\}")
+
+
+def value_template(text: str) -> tuple[str, list[str]] | None:
+    """A calculator's shown value as words with numbered placeholders for its numbers, and the
+    numbers: ``"fits: 21.5 GB of 80.0 GB per GPU"`` → ``("fits: {0} of {1} per GPU",
+    ["21.5 GB", "80.0 GB"])``.  ``None`` when the value has no words to translate: a number, a
+    name or code (``"bf16 / bf16"``, ``"gate_proj"``, ``"GQA"``), or an error text.
+
+    A translated edition translates the template (:func:`card_messages`) and puts the same
+    numbers back, in the order its placeholders say (:func:`translate_card`).
+    """
+    if "{" in text or "}" in text or re.match(r"^[A-Za-z]*(Error|Exception|Warning)\b", text):
+        return None
+    nums: list[str] = []
+
+    def hole(m):
+        nums.append(m.group(0))
+        return "{%d}" % (len(nums) - 1)
+
+    template = _VALUE_NUM.sub(hole, text)
+    words = re.findall(r"[A-Za-z][A-Za-z0-9_*]*", _PLACEHOLDER.sub(" ", template))
+    if not any(re.fullmatch(r"[A-Za-z][a-z]+", w) or w in ("YES", "NO") for w in words):
+        return None
+    return template, nums
+
+
+def _fill(template: str, nums: list[str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: nums[int(m.group(1))] if int(m.group(1)) < len(nums)
+                            else m.group(0), template)
+
+
+def _spec_values(spec: dict) -> list[str]:
+    """Every distinct shown value of a spec's output rows (see :func:`_dictionary`)."""
+    params = {p["name"]: p["value"] for p in spec["params"] if "value" in p}
+    out = []
+    for col, distinct in zip(params.get("ldf_t", []), params.get("ldf_d", [])):
+        out += [v for v in (distinct or col) if isinstance(v, str)]
+    return out
 
 
 def _card_spec(card: str):
@@ -509,8 +506,9 @@ def _spec_labels(spec: dict) -> tuple[str, list[str], list[str]]:
 def card_messages(card: str) -> list[str]:
     """The labels of a calculator card (the HTML of :func:`calculator_html` or of the widget's
     table) that a translated edition of the book translates, in order, each once: its title, the
-    control names, the output row names, and the card's fixed notes.  Values (numbers with
-    units, option labels, "yes"/"no", error texts) are outputs and are not listed.
+    control names, the output row names, the card's fixed notes, and the words of its shown
+    values as templates (:func:`value_template`: ``"fits: {0} of {1} per GPU"``, ``"yes"``).
+    Numbers, units, option labels, names of code or config fields and error texts are not listed.
 
     Args:
         card: the HTML text of one card (must contain ``ldf-calc-card``).
@@ -529,6 +527,10 @@ def card_messages(card: str) -> list[str]:
         title, controls, rows = _spec_labels(spec)
         msgs += [title, *controls, *rows, spec["title"]["subtitle"], _description(spec)]
     msgs += [html.unescape(m.group(2)) for m in _NOTE_RE.finditer(card)]
+    # the words of the shown values ("fits: {0} of {1} per GPU", "never compute-bound", "yes")
+    values = [html.unescape(m.group(2)) for m in _VALUE_RE.finditer(card)]
+    values += _spec_values(spec) if spec is not None else []
+    msgs += [t[0] for t in map(value_template, values) if t]
     return [m for m in dict.fromkeys(msgs) if m.strip()]
 
 
@@ -542,8 +544,9 @@ def _description(spec: dict) -> str:
 def translate_card(card: str, translate) -> str:
     """``card`` with each label of :func:`card_messages` replaced by ``translate(label)``.
 
-    The numbers, the control values and the page script are unchanged, so the translated card
-    shows the same settings and results.  ``translate`` returns its argument when it has no
+    A shown value whose template (:func:`value_template`) has a translation is written with
+    the translated words and its own numbers.  The numbers, the control values and the page
+    script are unchanged, so the translated card shows the same settings and results.  ``translate`` returns its argument when it has no
     translation (as ``gettext`` does).
 
     Raises:
@@ -553,6 +556,13 @@ def translate_card(card: str, translate) -> str:
 
     def tr(text: str) -> str:
         return translate(text) if text in messages else text
+
+    def tr_value(text: str) -> str:
+        t = value_template(text)
+        if not t or t[0] not in messages:
+            return text
+        done = translate(t[0])
+        return text if done == t[0] else _fill(done, t[1])
 
     def sub_html(rx, text):
         return rx.sub(lambda m: m.group(1) + html.escape(tr(html.unescape(m.group(2))))
@@ -565,6 +575,8 @@ def translate_card(card: str, translate) -> str:
                           + m.group(3), out)
     out = _NOTE_RE.sub(lambda m: m.group(1) + html.escape(tr(html.unescape(m.group(2))))
                        + m.group(3), out)
+    out = _VALUE_RE.sub(lambda m: m.group(1) + html.escape(tr_value(html.unescape(m.group(2))))
+                        + m.group(3), out)
     out = _ARIA_RE.sub(lambda m: m.group(1) + html.escape(tr(html.unescape(m.group(2))), quote=True)
                        + m.group(3), out)
     m, spec = _card_spec(out)
@@ -577,6 +589,8 @@ def translate_card(card: str, translate) -> str:
                 p["bind"]["name"] = tr(p["bind"]["name"].rstrip()) + " "
             if p["name"] == "ldf_n":
                 p["value"] = [[tr(n) if isinstance(n, str) else n for n in col] for col in p["value"]]
+            if p["name"] in ("ldf_t", "ldf_d"):   # the shown values' words; numbers stay
+                p["value"] = [[tr_value(v) if isinstance(v, str) else v for v in col] for col in p["value"]]
         for row in spec["data"]["values"]:
             if "n" in row:
                 row["n"] = tr(row["n"][:-2]) + " ="

@@ -163,3 +163,9 @@ def test_run_stamp_pattern_is_one_everywhere():
     assert re.fullmatch(ldf.RUN_STAMP_RE, stamp) and ldf.RUN_ID in stamp
     assert ldf.run_stamp() == stamp            # one id per process
     assert ldf.stamp_measuring_cells() is False   # outside IPython: nothing to stamp
+
+
+def test_figure_alt_drops_citations_and_keeps_role_text():
+    alt = _tool()._figure_alt("Intro.\n\nFigure: with GPUDirect RDMA {cite}`nvidia_gpudirect_rdma` (green), "
+                              "the {term}`KV cache` and {term}`HBM bytes <HBM>` per $B$.\n\nMore.")
+    assert alt == "with GPUDirect RDMA (green), the KV cache and HBM bytes per $B$."

@@ -124,8 +124,15 @@ def run_problems(nb, name: str) -> list[str]:
 
 
 def _figure_alt(md: str) -> str | None:
+    """The "Figure: …" paragraph of ``md`` as alt text: a citation role is dropped (a key is no
+    words to hear), a ``{term}``/``{doc}``/``{ref}`` role keeps its text; TeX and Markdown
+    markers stay for the book to turn into spoken text (``book/_ext/ldf_math.py``, plain_alt)."""
     m = re.search(r"Figure:\s*(.+?)(?:\n\s*\n|$)", md, flags=re.S)
-    return " ".join(m.group(1).split()) if m else None
+    if not m:
+        return None
+    text = re.sub(r"\s*\{cite(?::\w+)?\}`[^`]*`", "", m.group(1))
+    text = re.sub(r"\{(?:term|doc|ref|numref)\}`([^`<]*?)\s*(?:<[^`]*>)?`", r"\1", text)
+    return " ".join(text.split())
 
 
 def process(path: pathlib.Path, fix: bool) -> list[str]:

@@ -86,6 +86,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("slow")
         if path.name in GROUPED_FILES:
             item.add_marker(pytest.mark.xdist_group(path.stem))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if path.name == "test_browser.py" and "rel" in params:
+            # test_browser.py opens each page once per width and process (_inspect) and every
+            # per-page test reads that: keep one page's tests on one worker
+            item.add_marker(pytest.mark.xdist_group(f"page:{params['rel']}:{params.get('width', 'desktop')}"))
     items.sort(key=_rank)    # stable: a notebook's cells keep their order
 
 

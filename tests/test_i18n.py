@@ -114,7 +114,7 @@ def test_translation_coverage(tmp_path, request):
     cov = i18n.coverage(pots)
     report = (f"简体中文 edition: {cov.translated}/{cov.total} messages translated ({cov.overall:.1%}), "
               f"headings {cov.heading_translated}/{cov.heading_total} ({cov.headings:.1%})")
-    request.node.user_properties.append(("i18n-coverage", report))   # tests/conftest.py prints it
+    request.node.user_properties.append(("i18n-coverage", report))   # conftest.py prints it
     missing = "\n".join(f"  {rel}: {m[:90]}" for rel, m in cov.untranslated[:15])
     assert cov.heading_total >= 100, report          # the heading detection found the sections
     assert cov.headings >= i18n.HEADINGS_MIN, f"{report}\n{missing}"

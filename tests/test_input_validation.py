@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import llm_dataflow as ldf
 
 SECONDS = 1.0
-#: examples per calculator: a fixed budget in every run; HYPOTHESIS_PROFILE=long (tests/conftest.py)
+#: examples per calculator: a fixed budget in every run; HYPOTHESIS_PROFILE=long (conftest.py)
 #: searches with that profile's budget instead
 EXAMPLES = 40 if os.environ.get("HYPOTHESIS_PROFILE", "default") == "default" else settings.default.max_examples
 

@@ -15,7 +15,7 @@ is touched when
 * ``tests/nbval_sanitize.cfg`` changed (it masks every notebook's outputs).
 
 The run is ``pytest -n 2 --dist loadgroup -m "not slow or notebook" tests <notebooks>``: every
-test not marked ``slow`` (no browsers, JupyterLab, kernels or processes; see tests/conftest.py)
+test not marked ``slow`` (no browsers, JupyterLab, kernels or processes; see conftest.py)
 and the touched notebooks.  ``make test`` runs everything, and is what CI runs.
 """
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""Shared test fixtures, markers, xdist groups, hypothesis profiles, and the environment every
-notebook kernel inherits under nbval.
+"""The test suite's shared fixtures, markers, xdist groups, hypothesis profiles, and the
+environment every notebook kernel inherits under nbval.
+
+It lives at the repository root, not in tests/, so that it applies to ``pytest notebooks/…``
+run alone too (a conftest in tests/ is not loaded for paths outside tests/).
 
 Markers (set here from each test's file, so a new test in a file inherits its file's marks):
 
@@ -71,6 +74,7 @@ def _rank(item) -> int:
     return min((_ORDER[m.name] for m in item.iter_markers() if m.name in _ORDER), default=3)
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the xdist_group marks into the node ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = pathlib.Path(str(item.fspath))

@@ -58,8 +58,11 @@ VLLM_BLOCK_SIZE = 16
 #: logs of ``vllm serve meta-llama/Meta-Llama-3-8B`` on 80 GB H100s show ``non_torch_memory``
 #: 1.79 GiB at TP 1 and 3.58 GiB at TP 2 (NCCL, custom all-reduce buffers, the cuBLAS
 #: workspace).  Modelled as 1.79 GiB × tp — two points, linear beyond TP 2 is an assumption.
-#: Older engines measured more: vLLM PR #2031 (v0.2.x, A100-80GB, TP 4) moved Llama-2-70B from
-#: 31,615 to 20,865 blocks when it began counting this memory, i.e. 13.1 GiB per rank.
+#: The term is the least certain of the budget: other logs show 0.25 GiB at TP 2 on RTX 4090s
+#: (vllm-project/vllm issue #13061, v0.7) and 0.20 GiB per rank on 23.58 GiB cards (PR #14447),
+#: and v0.2.x measured far more: PR #2031 (A100-80GB, TP 4) moved Llama-2-70B from 31,615 to
+#: 20,865 blocks when it began counting this memory, i.e. 13.1 GiB per rank.  Pass the figure
+#: your engine logs (``non_torch=``, ``plan --non-torch-gib``) where you have it.
 NON_TORCH_BYTES_PER_RANK = 1.79 * GiB
 
 

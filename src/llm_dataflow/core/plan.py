@@ -52,7 +52,8 @@ def hardware_arg(hardware) -> HardwareSpec:
     if isinstance(hardware, str) and "=" in hardware:
         return custom_hardware(hardware)
     if not isinstance(hardware, str) or hardware not in PLAN_HARDWARE:
-        raise ValueError(f"hardware={hardware!r} is not a preset; allowed: {', '.join(PLAN_HARDWARE)}, or a custom spec "
+        raise ValueError(f"hardware={hardware!r} is not a preset; allowed: {', '.join(PLAN_HARDWARE)}, "
+                         "or a custom spec "
                          "'name=..,memory_gb=..,bandwidth_gbs=..,bf16_tflops=..'")
     return hw_preset(hardware)
 
@@ -183,8 +184,8 @@ def _table(r: dict) -> str:
                           f"({r['runtime_memory_source']})"),
         ("engine memory", f"{r['memory_convention']} = {r['memory_fraction']:g}: budget "
                           f"{fmt_gib(r['memory_budget_bytes'])} = weights {fmt_gib(r['weight_bytes_per_gpu'])} + "
-                          f"activations {fmt_gib(r['activation_bytes_per_gpu'])} (a {r['max_num_batched_tokens']:,}-token "
-                          f"forward) + non-torch ≈ {fmt_gib(r['non_torch_bytes_per_gpu'])} (approximate) + KV"),
+                          f"activations {fmt_gib(r['activation_bytes_per_gpu'])} "
+                          f"(a forward of {r['max_num_batched_tokens']:,} tokens) + non-torch ≈ {fmt_gib(r['non_torch_bytes_per_gpu'])} (approximate) + KV"),
         ("memory", r["fit"]),
         ("KV room", f"{r['kv_room_tokens']:,} tokens ({fmt_gib(r['kv_room_bytes_per_gpu'])} per GPU)"
                     + ("" if r["max_concurrency"] is None else

@@ -139,7 +139,8 @@ class EngineMemory:
         if not self.fits:
             return (f"does not fit: {self.demand_tokens:,} tokens of KV asked, {self.kv_tokens:,} fit "
                     f"({head} = {g(self.budget)} per GPU)")
-        return f"fits: {self.demand_tokens:,} of {self.kv_tokens:,} KV tokens ({head} = {g(self.budget)} per GPU)"
+        asked = f"{self.demand_tokens:,} of " if self.demand_tokens else "room for "
+        return f"fits: {asked}{self.kv_tokens:,} KV tokens ({head} = {g(self.budget)} per GPU)"
 
 
 def engine_memory(cfg, hw, dtype="bf16", *, tp: int = 1, pp: int = 1, ep: int = 1, kv_dtype: str | None = None,
@@ -190,5 +191,6 @@ def engine_memory(cfg, hw, dtype="bf16", *, tp: int = 1, pp: int = 1, ep: int = 
     per_block = fit.kv_per_token * block_size
     tokens = int(room // per_block) * block_size if room > 0 else 0
     return EngineMemory("SGLang mem_fraction_static" if sglang else "vLLM gpu_memory_utilization", frac, total,
-                        source, budget, fit.weights, act, non_torch, max(room, 0.0), max(-room, 0.0), fit.kv_per_token, block_size, tokens,
+                        source, budget, fit.weights, act, non_torch, max(room, 0.0), max(-room, 0.0),
+                        fit.kv_per_token, block_size, tokens,
                         context, batch * context, max_num_batched_tokens)

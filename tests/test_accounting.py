@@ -292,7 +292,7 @@ def test_plan_on_real_configs(name, tmp_path):
     assert r["weight_bytes"] == ldf.weight_bytes(cfg, "fp8")
     assert r["kv_bytes"] == ldf.kv_cache_bytes(cfg, 4096, 8, "bf16")
     assert r["decode_step_s"] == ldf.decode_step_lower_bound(cfg, "H200", 8, 4096, "fp8")
-    assert r["fits"] == ldf.memory_fit(cfg, "H200", "fp8", batch=8, context=4096).fits
+    assert r["fits"] == ldf.engine_memory(cfg, "H200", "fp8", batch=8, context=4096).fits
 
 
 def test_plan_cli_json_and_errors(tmp_path):

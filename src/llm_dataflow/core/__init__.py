@@ -18,6 +18,7 @@ none of them.  Modules, each importing only those listed before it:
 ``accounting``  the one accounting model: weights, KV, activations, FLOPs, step bytes
 ``parallel``    the TP/PP/EP degree check, layer partitions, TP/EP/ring byte counts
 ``fit``         whether weights, KV, activations and the runtime reserve fit per GPU
+``serving``     KV room as a serving engine counts it (vLLM ``gpu_memory_utilization``, SGLang)
 ``roofline``    lower bounds of a decode step and a prefill, the critical batch
 ``plan``        ``python -m llm_dataflow plan``: :func:`llm_dataflow.core.plan.main`
 ==============  =============================================================================
@@ -27,7 +28,7 @@ Every module's ``__all__`` is re-exported here (and by ``llm_dataflow``).
 import sys
 
 from . import (units, hf_config, config, formats, hardware, chips, kv, collectives, accounting,  # noqa: F401
-               parallel, fit, roofline, plan)
+               parallel, fit, serving, roofline, plan)
 from .units import *  # noqa: F401,F403
 from .hf_config import *  # noqa: F401,F403
 from .config import *  # noqa: F401,F403
@@ -39,9 +40,10 @@ from .collectives import *  # noqa: F401,F403
 from .accounting import *  # noqa: F401,F403
 from .parallel import *  # noqa: F401,F403
 from .fit import *  # noqa: F401,F403
+from .serving import *  # noqa: F401,F403
 from .roofline import *  # noqa: F401,F403
 from .plan import *  # noqa: F401,F403
 
 MODULES = ("units", "hf_config", "config", "formats", "hardware", "chips", "kv", "collectives", "accounting",
-           "parallel", "fit", "roofline", "plan")
+           "parallel", "fit", "serving", "roofline", "plan")
 __all__ = [name for m in MODULES for name in sys.modules[f"{__name__}.{m}"].__all__]

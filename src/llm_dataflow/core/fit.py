@@ -25,6 +25,9 @@ __all__ = ["MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION",
 #: 10 % covers what is not profiled: the CUDA context, CUDA graphs, allocator fragmentation.
 #: (vLLM takes the share of the memory ``cudaMemGetInfo`` reports, a little more than the
 #: datasheet's GB on an H100; the book uses the datasheet figure.)
+#: The chapters' calculators keep this datasheet-capacity, fixed-reserve view; ``plan`` counts the
+#: KV room as vLLM does instead (:mod:`llm_dataflow.core.serving`: the runtime-reported total,
+#: the profiled activations and the memory outside torch's allocator).
 RUNTIME_RESERVE_FRACTION = 0.10
 #: Tokens in the largest forward pass whose activations memory_fit sizes: vLLM's chunked prefill
 #: caps the tokens of one step at ``max_num_batched_tokens`` and profiles its activation peak at

@@ -25,13 +25,37 @@ from .accounting import kv_bytes, weight_bytes
 from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count
 from .fit import memory_fit
 from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
-from .hardware import HARDWARE
+from .hardware import DEPLOYMENT_HARDWARE, HARDWARE, REFERENCE_HARDWARE, HardwareSpec, custom_hardware
+from .hardware import hardware as hw_preset
 from .kv import kv_token_bytes
 from .parallel import check_parallel, kv_heads_per_rank, tp_bytes_per_token_per_layer
+from .serving import GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, engine_memory
 from .roofline import critical_batch, decode_step_bounds, prefill_bounds
-from .units import fmt_bytes, fmt_si, no_overflow, require_nonnegative, require_positive
+from .units import fmt_bytes, fmt_gib, fmt_si, no_overflow, require_nonnegative, require_positive
 
-__all__ = ["plan_report", "load_model_arg"]   # and main(argv), the command
+__all__ = ["plan_report", "load_model_arg", "hardware_arg"]   # and main(argv), the command
+
+#: The presets ``--hardware`` offers.
+PLAN_HARDWARE = (*HARDWARE, *DEPLOYMENT_HARDWARE, *REFERENCE_HARDWARE)
+
+
+def hardware_arg(hardware) -> HardwareSpec:
+    """A ``--hardware`` value: a preset name (:data:`PLAN_HARDWARE`), a custom spec
+    ``"memory_gb=24,bandwidth_gbs=936,bf16_tflops=71"`` (:func:`~llm_dataflow.core.hardware.custom_hardware`)
+    or a HardwareSpec.
+
+    Raises:
+        ValueError: naming the preset list, or the custom spec's faulty field.
+    """
+    if isinstance(hardware, HardwareSpec):
+        return hardware
+    if isinstance(hardware, str) and "=" in hardware:
+        return custom_hardware(hardware)
+    if not isinstance(hardware, str) or hardware not in PLAN_HARDWARE:
+        raise ValueError(f"hardware={hardware!r} is not a preset; allowed: {', '.join(PLAN_HARDWARE)}, "
+                         "or a custom spec "
+                         "'name=..,memory_gb=..,bandwidth_gbs=..,bf16_tflops=..'")
+    return hw_preset(hardware)
 
 
 def load_model_arg(arg: str) -> ModelConfig:
@@ -67,14 +91,22 @@ def load_model_arg(arg: str) -> ModelConfig:
 
 @no_overflow('batch', 'context', 'prompt')
 def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1, context: int = 0,
-                prompt: int | None = None, weights: str = "bf16", kv: str | None = None) -> dict:
+                prompt: int | None = None, weights: str = "bf16", kv: str | None = None,
+                gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, mem_fraction_static: float | None = None,
+                max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, non_torch_gib: float | None = None) -> dict:
     """Everything ``plan`` prints, as a dict (bytes in B, times in s).
 
     Keys: ``model``, ``hardware``, ``tp``, ``batch``, ``context``, ``prompt``, ``weights``,
     ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``weight_bytes``
     (stored, whole model), ``weight_bytes_per_gpu``, ``kv_bytes_per_token`` (whole model),
     ``kv_bytes`` (batch × context, whole model), ``kv_bytes_per_gpu``, ``activation_bytes_per_gpu``,
-    ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, ``decode_step_s`` (lower
+    ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, the serving-engine memory
+    (:func:`~llm_dataflow.core.serving.engine_memory`: ``memory_convention``, ``memory_fraction``,
+    ``runtime_memory_bytes`` and ``runtime_memory_source``, ``memory_budget_bytes``,
+    ``non_torch_bytes_per_gpu`` (approximate), ``max_num_batched_tokens``, ``kv_room_bytes_per_gpu``,
+    ``max_concurrency`` at ``context``; ``fits``, ``fit``, ``kv_room_tokens`` (the engine's whole KV
+    room, blocks of 16 tokens) and ``reserve_bytes_per_gpu`` (the ``1 − fraction`` share) follow
+    it), ``decode_step_s`` (lower
     bound on one GPU's share — the whole step at tp = 1), ``binds``, ``decode_tokens_per_s``,
     ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens; ``None`` at prompt 0),
     ``critical_batch`` (of the whole model on one GPU, tp = 1; ``None`` when never compute-bound:
@@ -82,16 +114,15 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     all-reduce per token over all layers; 0 at tp = 1).
 
     Raises:
-        ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``hardware`` not a preset of
-            :data:`~llm_dataflow.core.hardware.HARDWARE`, unknown ``weights`` or ``kv``, a ``tp``
+        ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``hardware`` neither a preset
+            (:data:`PLAN_HARDWARE`) nor a custom spec, unknown ``weights`` or ``kv``, a ``tp``
             :func:`check_parallel` rejects, ``batch`` not a positive integer, ``context`` or
             ``prompt`` not a non-negative integer (each message names the argument).
             Counts (``batch``, ``context``, ``prompt``) so large that a result overflows a float: a
             ValueError naming them.
     """
     cfg = as_model_config(cfg)
-    if not isinstance(hardware, str) or hardware not in HARDWARE:
-        raise ValueError(f"hardware={hardware!r} is not a preset; allowed: {', '.join(HARDWARE)}")
+    hw = hardware_arg(hardware)
     check_parallel(cfg, tp=tp)
     require_positive("batch", batch)
     require_nonnegative("context", context)
@@ -99,8 +130,14 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     if kv is not None and (not isinstance(kv, str) or kv not in KV_DTYPES):
         raise ValueError(f"kv={kv!r} is not allowed; allowed: None or {', '.join(KV_DTYPES)}")
     plan = precision_plan(weights, kv=kv)
-    hw = HARDWARE[hardware]
+    if non_torch_gib is not None and (isinstance(non_torch_gib, bool) or not isinstance(non_torch_gib, (int, float))
+                                      or not 0 <= non_torch_gib < 1e6):
+        raise ValueError(f"non_torch_gib={non_torch_gib!r} is not allowed; allowed: a number of GiB >= 0")
     fit = memory_fit(cfg, hw, plan, batch=batch, context=context, prompt_len=prompt, tp=tp)
+    eng = engine_memory(cfg, hw, plan, tp=tp, batch=batch, context=context,
+                        gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
+                        max_num_batched_tokens=max_num_batched_tokens,
+                        non_torch=None if non_torch_gib is None else non_torch_gib * 2**30)
     d = decode_step_bounds(cfg, hw, batch, context, plan)
     share = kv_heads_per_rank(cfg, tp)
     # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank
@@ -113,14 +150,18 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     cb = critical_batch(cfg, hw, context, plan)
     tpb = tp_bytes_per_token_per_layer(cfg, tp, plan)["handed"] * cfg.n_layers if tp > 1 else 0
     return {
-        "model": cfg.name, "hardware": hardware, "tp": tp, "batch": batch, "context": context, "prompt": prompt,
+        "model": cfg.name, "hardware": hw.name, "tp": tp, "batch": batch, "context": context, "prompt": prompt,
         "weights": weights, "kv_dtype": plan.kv_dtype, "compute_dtype": plan.compute_dtype(hw),
         "params_total": param_count(cfg), "params_active": param_count(cfg, active=True),
         "weight_bytes": weight_bytes(cfg, plan), "weight_bytes_per_gpu": fit.weights,
         "kv_bytes_per_token": kv_token_bytes(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
-        "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": fit.activations,
-        "reserve_bytes_per_gpu": fit.reserve, "fits": fit.fits, "fit": fit.reason,
-        "kv_room_tokens": fit.kv_room_tokens,
+        "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": eng.activations,
+        "reserve_bytes_per_gpu": eng.total - eng.budget, "fits": eng.fits, "fit": eng.reason,
+        "kv_room_tokens": eng.kv_tokens, "memory_convention": eng.convention, "memory_fraction": eng.fraction,
+        "runtime_memory_bytes": eng.total, "runtime_memory_source": eng.total_source,
+        "memory_budget_bytes": eng.budget, "non_torch_bytes_per_gpu": eng.non_torch,
+        "max_num_batched_tokens": eng.max_num_batched_tokens, "kv_room_bytes_per_gpu": eng.kv_bytes,
+        "max_concurrency": eng.max_concurrency,
         "decode_step_s": step, "binds": d.bound if tp == 1 else ("compute" if comp_s > mem_s else "memory"),
         "decode_tokens_per_s": batch / step,
         "prefill_s": pre.time_s / tp if pre else None, "prefill_binds": pre.bound if pre else None,
@@ -139,10 +180,16 @@ def _table(r: dict) -> str:
         ("weight bytes", f"{b(r['weight_bytes'])}; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])}"),
         ("KV bytes per token", b(r["kv_bytes_per_token"])),
         ("KV bytes at context", f"{b(r['kv_bytes'])}; per GPU {fmt_bytes(r['kv_bytes_per_gpu'])}"),
-        ("activations / reserve", f"{fmt_bytes(r['activation_bytes_per_gpu'])} / "
-                                  f"{fmt_bytes(r['reserve_bytes_per_gpu'])} per GPU"),
+        ("device memory", f"{fmt_gib(r['runtime_memory_bytes'])} per GPU as the runtime reports it "
+                          f"({r['runtime_memory_source']})"),
+        ("engine memory", f"{r['memory_convention']} = {r['memory_fraction']:g}: budget "
+                          f"{fmt_gib(r['memory_budget_bytes'])} = weights {fmt_gib(r['weight_bytes_per_gpu'])} + "
+                          f"activations {fmt_gib(r['activation_bytes_per_gpu'])} "
+                          f"(a forward of {r['max_num_batched_tokens']:,} tokens) + non-torch ≈ {fmt_gib(r['non_torch_bytes_per_gpu'])} (approximate) + KV"),
         ("memory", r["fit"]),
-        ("KV room left", f"{r['kv_room_tokens']:,} tokens"),
+        ("KV room", f"{r['kv_room_tokens']:,} tokens ({fmt_gib(r['kv_room_bytes_per_gpu'])} per GPU)"
+                    + ("" if r["max_concurrency"] is None else
+                       f"; max concurrency {r['max_concurrency']:,.2f} at {r['context']:,} tokens")),
         ("decode step ≥", f"{fmt_si(r['decode_step_s'], 's')} ({r['binds']}-bound), "
                           f"≤ {r['decode_tokens_per_s']:,.1f} tokens/s"),
         ("prefill ≥", "no prompt" if r["prefill_s"] is None else
@@ -162,7 +209,7 @@ def _plot(cfg: ModelConfig, args, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    hw = HARDWARE[args.hardware]
+    hw = hardware_arg(args.hardware)
     plan = precision_plan(args.weights, kv=args.kv)
     batches = [2**i for i in range(0, 15)]
     mem = [decode_step_bounds(cfg, hw, b, args.context, plan).memory_s * 1e3 for b in batches]
@@ -172,7 +219,7 @@ def _plot(cfg: ModelConfig, args, path: str) -> None:
     ax.loglog(batches, comp, "-s", ms=3, label="compute term")
     ax.set_xlabel("batch B (sequences per decode step)")
     ax.set_ylabel("decode step lower bound (ms)")
-    ax.set_title(f"{cfg.name}, {args.weights} weights, context {args.context:,}, {args.hardware}", fontsize=10)
+    ax.set_title(f"{cfg.name}, {args.weights} weights, context {args.context:,}, {hw.name}", fontsize=10)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
@@ -199,19 +246,42 @@ def _run(argv: list[str] | None) -> int:
                                    "model: the numbers the book's calculators show).")
     p.add_argument("model", metavar="MODEL_OR_CONFIG",
                    help="a preset name, a config.json, or a Hugging Face folder holding config.json")
-    p.add_argument("--hardware", required=True, choices=list(HARDWARE), help="GPU preset")
+    p.add_argument("--hardware", required=True, metavar="GPU",
+                   help=f"a GPU preset ({', '.join(PLAN_HARDWARE)}) or a custom spec "
+                        "'name=X,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71[,runtime_gib=..,link=..]'")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
     p.add_argument("--batch", type=int, default=1, help="sequences per decode step (default 1)")
     p.add_argument("--context", type=int, default=0, help="tokens already in each sequence's KV cache")
     p.add_argument("--prompt", type=int, default=None, help="prompt length for the prefill bound (default: context)")
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS), help="weight format (default bf16)")
     p.add_argument("--kv", default=None, choices=list(KV_DTYPES), help="KV-cache dtype (default: bf16, fp32 for fp32)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=GPU_MEMORY_UTILIZATION,
+                   help="vLLM's fraction of the device's total memory the engine may use (default 0.9)")
+    p.add_argument("--mem-fraction-static", type=float, default=None,
+                   help="count the KV room in SGLang's convention instead: this fraction of total memory holds "
+                        "weights + KV pool")
+    p.add_argument("--max-num-batched-tokens", type=int, default=VLLM_MAX_NUM_BATCHED_TOKENS,
+                   help=f"tokens of the engine's profiling forward (default {VLLM_MAX_NUM_BATCHED_TOKENS:,}: vLLM's "
+                        "max(max_model_len, 2048) for an 8K model; give your engine's value)")
+    p.add_argument("--non-torch-gib", type=float, default=None,
+                   help="memory outside torch's allocator per GPU, GiB (default ≈ 1.79 × tp, vLLM PR #10511's logs)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of the table")
     p.add_argument("--plot", metavar="FILE", help="also save the decode bound against batch to FILE")
     args = parser.parse_args(argv)
-    for name in ("tp", "batch"):
+    for name in ("tp", "batch", "max_num_batched_tokens"):
         if getattr(args, name) < 1:
-            parser.error(f"argument --{name}: {getattr(args, name)} is not allowed; it must be >= 1")
+            parser.error(f"argument --{name.replace('_', '-')}: {getattr(args, name)} is not allowed; "
+                         "it must be >= 1")
+    for name in ("gpu_memory_utilization", "mem_fraction_static"):
+        v = getattr(args, name)
+        if v is not None and not 0 < v <= 1:
+            parser.error(f"argument --{name.replace('_', '-')}: {v} is not allowed; allowed: 0 < x <= 1")
+    if args.non_torch_gib is not None and not 0 <= args.non_torch_gib < 1e6:
+        parser.error(f"argument --non-torch-gib: {args.non_torch_gib} is not allowed; it must be >= 0")
+    try:
+        hardware_arg(args.hardware)
+    except ValueError as e:
+        parser.error(f"argument --hardware: {e}")
     for name in ("context", "prompt"):
         v = getattr(args, name)
         if v is not None and v < 0:
@@ -222,7 +292,10 @@ def _run(argv: list[str] | None) -> int:
         parser.error(f"argument MODEL_OR_CONFIG: {e}")
     try:
         r = plan_report(cfg, args.hardware, tp=args.tp, batch=args.batch, context=args.context,
-                        prompt=args.prompt, weights=args.weights, kv=args.kv)
+                        prompt=args.prompt, weights=args.weights, kv=args.kv,
+                        gpu_memory_utilization=args.gpu_memory_utilization,
+                        mem_fraction_static=args.mem_fraction_static,
+                        max_num_batched_tokens=args.max_num_batched_tokens, non_torch_gib=args.non_torch_gib)
     except ValueError as e:
         parser.error(str(e).replace("tensor parallel degree tp=", "argument --tp: "))
     if args.json:

@@ -16,8 +16,9 @@ Markers (set here from each test's file, so a new test in a file inherits its fi
 ``pytest -m "not browser and not lab"`` runs everything but the real-browser tests;
 ``pytest -m "not slow"`` is the authors' inner loop (``make test-fast`` adds the notebooks a change
 touches). ``make test`` runs all of it on two xdist workers (``-n 2 --dist loadgroup``): tests whose
-module-scoped fixture is expensive share an ``xdist_group`` so that fixture is built once.
+module-scoped fixture is expensive run on one worker (``worker_group``) so it is built once.
 """
+import importlib.util
 import os
 import pathlib
 
@@ -74,28 +75,63 @@ def _rank(item) -> int:
     return min((_ORDER[m.name] for m in item.iter_markers() if m.name in _ORDER), default=3)
 
 
-@pytest.hookimpl(tryfirst=True)   # before xdist reads the xdist_group marks into the node ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = pathlib.Path(str(item.fspath))
         if path.suffix == ".ipynb":
             item.add_marker("notebook")
             item.add_marker("slow")
-            # nbval runs a notebook's cells in order in one kernel: never split them
-            item.add_marker(pytest.mark.xdist_group(f"nb-{path.stem}"))
             continue
         for m in FILE_MARKS.get(path.name, ()):
             item.add_marker(m)
         if path.name in SLOW_FILES:
             item.add_marker("slow")
-        if path.name in GROUPED_FILES:
-            item.add_marker(pytest.mark.xdist_group(path.stem))
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if path.name == "test_browser.py" and "rel" in params:
-            # test_browser.py opens each page once per width and process (_inspect) and every
-            # per-page test reads that: keep one page's tests on one worker
-            item.add_marker(pytest.mark.xdist_group(f"page:{params['rel']}:{params.get('width', 'desktop')}"))
     items.sort(key=_rank)    # stable: a notebook's cells keep their order
+
+
+def worker_group(nodeid: str) -> str:
+    """The unit one xdist worker runs whole (``make test``'s ``--dist loadgroup``), from the test's
+    node id alone (the controller schedules by node id):
+
+    * a notebook's cells (``notebooks/NN_x.ipynb::Cell k``): nbval runs them in order in one kernel;
+    * every test of a file in ``GROUPED_FILES``: its module-scoped fixture is expensive;
+    * the per-page tests of ``tests/test_browser.py`` for one page at one width (``[rel-width]``,
+      or ``[rel]`` for the desktop-only one): the page is opened once per process and each test
+      reads that visit;
+    * any other test: itself.
+
+    (pytest-xdist's own ``xdist_group`` mark does not work with pytest 9, whose node ids are no
+    longer the ``_nodeid`` attribute xdist 3.8 rewrites; so the groups are this function.)
+    """
+    path, _, rest = nodeid.partition("::")
+    name = path.rpartition("/")[2]
+    if name.endswith(".ipynb"):
+        return f"notebook:{path}"
+    if name in GROUPED_FILES:
+        return f"file:{path}"
+    if name == "test_browser.py" and "[" in rest:
+        param = rest[rest.index("[") + 1:rest.rindex("]")]
+        if rest.startswith("test_results_fit_at_desktop_width["):
+            param += "-desktop"
+        if param.endswith(("-desktop", "-phone")):
+            return f"page:{param}"
+    return nodeid
+
+
+if importlib.util.find_spec("xdist") is not None:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BookScheduling(LoadScopeScheduling):
+        """``--dist loadgroup`` with the groups of :func:`worker_group`; units go to whichever
+        worker is free, in collection order (longest first, see ``_ORDER``)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getoption("dist") == "loadgroup":
+            return BookScheduling(config, log)
+        return None
 
 
 @pytest.fixture

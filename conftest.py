@@ -18,7 +18,6 @@ Markers (set here from each test's file, so a new test in a file inherits its fi
 touches). ``make test`` runs all of it on two xdist workers (``-n 2 --dist loadgroup``): tests whose
 module-scoped fixture is expensive run on one worker (``worker_group``) so it is built once.
 """
-import importlib.util
 import os
 import pathlib
 
@@ -63,6 +62,8 @@ def pytest_configure(config):
                        ("notebook", "a strict nbval cell of a notebook"),
                        ("slow", "slow: browsers, JupyterLab, notebooks, kernels, processes")]:
         config.addinivalue_line("markers", f"{name}: {what}")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_BookXdist(), "ldf-xdist-groups")
 
 
 #: the order tests are handed to xdist workers: longest first (a notebook's cells, then a
@@ -118,20 +119,23 @@ def worker_group(nodeid: str) -> str:
     return nodeid
 
 
-if importlib.util.find_spec("xdist") is not None:
-    from xdist.scheduler import LoadScopeScheduling
+class _BookXdist:
+    """Registered when pytest-xdist is active (``pytest_configure``): the hook is xdist's."""
 
-    class BookScheduling(LoadScopeScheduling):
-        """``--dist loadgroup`` with the groups of :func:`worker_group`; units go to whichever
-        worker is free, in collection order (longest first, see ``_ORDER``)."""
-
-        def _split_scope(self, nodeid: str) -> str:
-            return worker_group(nodeid)
-
+    @staticmethod
     def pytest_xdist_make_scheduler(config, log):
-        if config.getoption("dist") == "loadgroup":
-            return BookScheduling(config, log)
-        return None
+        if config.getoption("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class BookScheduling(LoadScopeScheduling):
+            """``--dist loadgroup`` with the groups of :func:`worker_group`; units go to whichever
+            worker is free, in collection order (longest first, see ``_ORDER``)."""
+
+            def _split_scope(self, nodeid: str) -> str:
+                return worker_group(nodeid)
+
+        return BookScheduling(config, log)
 
 
 @pytest.fixture

@@ -122,8 +122,9 @@ def cli_options(src: Path = ROOT / "src") -> list[dict]:
     """The ``plan`` command's options, in the parser's order, as the page's form needs them:
     ``dest``, ``flag`` (``None`` for the positional model argument), ``kind`` (``model``,
     ``choice``, ``int``, ``float``, ``flag`` or ``text``), ``choices``, ``default``, ``required``,
-    ``metavar`` and ``help``."""
-    parser = _plan_parser(_import_core_plan(src))
+    ``metavar``, ``help`` and ``suggestions`` (known values of a free-text option)."""
+    plan = _import_core_plan(src)
+    parser = _plan_parser(plan)
     out = []
     for a in parser._actions:
         if isinstance(a, argparse._HelpAction):
@@ -142,7 +143,12 @@ def cli_options(src: Path = ROOT / "src") -> list[dict]:
         else:
             kind = "text"
         default = a.default if isinstance(a.default, (str, int, float, bool, type(None))) else None
+        # a free-text option with a list of known values (``--hardware``: a preset or a custom
+        # spec) offers them as suggestions (an HTML datalist); the CLI keeps the list in
+        # ``PLAN_<DEST>`` (e.g. ``PLAN_HARDWARE``)
+        known = getattr(plan, f"PLAN_{a.dest.upper()}", None) if kind == "text" else None
         out.append({"dest": a.dest, "flag": flag, "kind": kind,
+                    "suggestions": [str(c) for c in known] if known else None,
                     "choices": [str(c) for c in a.choices] if a.choices is not None else None,
                     "default": default, "required": bool(a.required), "metavar": a.metavar,
                     "help": a.help or ""})

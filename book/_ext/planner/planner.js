@@ -117,6 +117,12 @@ function start(root) {
       c = el("input", {type: "text", autocomplete: "off", spellcheck: "false",
                        inputmode: o.kind === "int" ? "numeric" : o.kind === "float" ? "decimal" : null,
                        placeholder: o.default === null || o.default === undefined ? L("default") : String(o.default)});
+      if (o.suggestions) {   // e.g. --hardware: a preset name, or a custom spec typed in full
+        const list = el("datalist", {id: `ldf-planner-${o.dest}-list`});
+        for (const v of o.suggestions) list.append(el("option", {value: v}));
+        c.setAttribute("list", list.id);
+        form.append(list);
+      }
     }
     const note = PAGE_SKIPS.has(o.dest) ? el("small", {cls: "ldf-planner-note", text: L(`note_${o.dest}`)}) : null;
     form.append(field(o, c, note));

@@ -138,6 +138,28 @@ class _BookXdist:
         return BookScheduling(config, log)
 
 
+#: Flags that keep Chromium off the network and quiet (/work/shared/FACTS.md)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+
+
+@pytest.fixture(scope="session")
+def chromium_browser():
+    """One headless Debian Chromium per test process, shared by tests/test_browser.py,
+    tests/test_planner_page.py and tests/test_jupyterlab.py (each test opens its own context):
+    Playwright's sync API cannot start a second instance while one is running in the process."""
+    from _browsers import chromium, require   # tests/ is on sys.path for the tests that use this
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    exe = chromium()
+    require(exe is not None, "Debian chromium not found (apt-get install -y chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
 @pytest.fixture
 def one_thread():
     """Run a test with one torch thread: on tiny tensors, thread start-up costs more than the work."""

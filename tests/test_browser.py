@@ -89,15 +89,9 @@ def _page_params():
 
 
 @pytest.fixture(scope="session")
-def browser():
+def browser(chromium_browser):
     _require((SITE / "index.html").is_file(), f"no built site at {SITE} (bash tools/build_book.sh)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    exe = _chromium()
-    _require(exe is not None, "Debian chromium not found (apt-get install -y chromium)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    return chromium_browser     # conftest.py: one Chromium per test process
 
 
 @pytest.fixture(scope="session")

@@ -262,7 +262,7 @@ load_model_arg run_distributed rank_device pick_backend free_port disagg_worker 
 demo_tensor_parallel demo_pipeline_parallel demo_expert_parallel demo_context_parallel demo_all calculator
 calculator_html calculator_rows static_views_enabled hosted_install_cell use_book_style plot_mountain
 plot_pipeline_timeline plot_topology published_measurements published_table require_positive
-require_nonnegative card_messages translate_card stamp_measuring_cells""".split()
+require_nonnegative card_messages translate_card stamp_measuring_cells value_template""".split()
 NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n in _KERNELS},
                    **{n: "measures this machine" for n in _MEASURE},
                    **{n: "files, processes, figures, widgets or a validation helper (tested elsewhere)"

@@ -223,14 +223,8 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    exe = _chromium()
-    _require(exe is not None, "Debian chromium not found (apt-get install -y chromium)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+def browser(chromium_browser):
+    return chromium_browser     # conftest.py: one Chromium per test process
 
 
 # --- helpers on a notebook page --------------------------------------------------------------

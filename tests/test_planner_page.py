@@ -246,14 +246,8 @@ def server(site):
 
 
 @pytest.fixture(scope="module")
-def browser(site):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    exe = chromium()
-    require(exe is not None, "Debian chromium not found (apt-get install -y chromium)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+def browser(site, chromium_browser):
+    return chromium_browser     # conftest.py: one Chromium per test process
 
 
 class Tab:

@@ -218,7 +218,7 @@ function start(root) {
   }
   if (!location.search) {   // a first visit: a small model on a common GPU
     controls.model.value = spec.presets.includes("Llama-3.1-8B") ? "Llama-3.1-8B" : (spec.presets.includes("Llama-3-8B") ? "Llama-3-8B" : spec.presets[0]);
-    if (controls.hardware && byDest.hardware.choices.includes("H100-SXM")) controls.hardware.value = "H100-SXM";
+    if (controls.hardware && (byDest.hardware.choices || byDest.hardware.suggestions || []).includes("H100-SXM")) controls.hardware.value = "H100-SXM";
     if (controls.context) controls.context.value = "4096";
     if (controls.batch) controls.batch.value = "8";
   }

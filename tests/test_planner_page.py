@@ -393,6 +393,11 @@ def _check(page, cwd: pathlib.Path, expect_error: str | None = None, dest: str |
     cap = HARDWARE[r["hardware"]].memory_bytes
     used = sum(r[f] for f in ("weight_bytes_per_gpu", "kv_bytes_per_gpu", "activation_bytes_per_gpu", "reserve_bytes_per_gpu"))
     assert (bar.get("free", 0) == cap - used) if r["fits"] else (bar["over"] == used - cap)
+    # the chart is drawn after the table, one run of the command per batch: wait for this
+    # batch's point (seconds on a loaded machine), never a fixed sleep
+    page.wait_for_function("([b, t]) => [...document.querySelectorAll('.ldf-planner-chart circle')]"
+                           ".some(e => +e.dataset.batch === b && +e.dataset.s === t)",
+                           arg=[r["batch"], r["decode_step_s"]], timeout=120_000)
     points = page.eval_on_selector_all(".ldf-planner-chart circle", "els => els.map(e => [+e.dataset.batch, +e.dataset.s, e.dataset.binds, e.dataset.fits])")
     by_batch = {b: (s, binds, fits) for b, s, binds, fits in points}
     assert by_batch[r["batch"]] == (r["decode_step_s"], r["binds"], "1" if r["fits"] else "0")

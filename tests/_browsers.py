@@ -30,6 +30,14 @@ def chromium() -> str | None:
     return None
 
 
+def is_local(url: str, base: str) -> bool:
+    """True for a request that stays on the site at ``base``: a data:/blob:/about: URL, a file://
+    URL from a page opened from disk, or the same host and port as ``base``."""
+    return (url.startswith(("data:", "blob:", "about:")) or
+            (url.startswith("file://") and base.startswith("file://")) or
+            (not base.startswith("file://") and urlsplit(url).netloc == urlsplit(base).netloc))
+
+
 class Visit:
     """Opens pages in a fresh browser context (empty cache), recording console errors, page
     errors, requests to other hosts and the bytes of every response."""
@@ -52,10 +60,7 @@ class Visit:
 
     def _route(self, route):
         url = route.request.url
-        local = (url.startswith(("data:", "blob:", "about:")) or
-                 (url.startswith("file://") and self.base.startswith("file://")) or
-                 (not self.base.startswith("file://") and urlsplit(url).netloc == urlsplit(self.base).netloc))
-        if local:
+        if is_local(url, self.base):
             route.continue_()
         else:
             self.external.append(url)

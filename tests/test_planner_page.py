@@ -44,7 +44,7 @@ import time
 import zipfile
 
 import pytest
-from _browsers import chromium, require
+from _browsers import chromium, is_local, require
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
@@ -269,9 +269,7 @@ class Tab:
 
     def _route(self, route):
         url = route.request.url
-        from urllib.parse import urlsplit
-        if url.startswith(("data:", "blob:", "about:")) or (self.base.startswith("file:") and url.startswith("file:")) \
-                or (not self.base.startswith("file:") and urlsplit(url).netloc == urlsplit(self.base).netloc):
+        if is_local(url, self.base):
             route.continue_()
         else:
             self.external.append(url)

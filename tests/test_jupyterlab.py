@@ -311,6 +311,23 @@ def _trust(page) -> None:
     accept.wait_for(state="detached", timeout=10_000)
 
 
+def _saved_notebook(lab: Lab, name: str, before: str, timeout_s: float = 30) -> dict:
+    """The notebook as the save wrote it. The tab's dirty mark can clear before the save request
+    starts, and jupyter_server writes the file in place (``atomic_writing`` keeps a backup, not a
+    rename), so a read at once can find it empty or half written: wait until the server reports a
+    newer modification time and the file parses."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if lab.api(f"contents/{name}?content=0")["last_modified"] != before:
+            try:
+                return json.loads((lab.root / name).read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                pass                      # still being written
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name}: the save did not finish within {timeout_s} s")
+        time.sleep(0.1)
+
+
 def _code_prompts(page, cells: list[int]) -> list[str]:
     """The input prompts of the notebook cells ``cells`` ("[3]:" once run)."""
     return page.evaluate("""idx => { const all = document.querySelectorAll('.jp-Notebook .jp-Cell');
@@ -428,13 +445,14 @@ def test_chapter_in_jupyterlab(lab, browser, name):
         # 4. save, kernel gone (next day), reopen
         if os.environ.get("LDF_LAB_RUN") != "all":
             _trust(page)
+        before_save = lab.api(f"contents/{name}?content=0")["last_modified"]
         page.keyboard.press("Control+s")
         page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
                                timeout=30_000)
+        saved = _saved_notebook(lab, name, before_save)
         assert not page.errors, page.errors
     finally:
         page.close()
-    saved = json.loads((lab.root / name).read_text(encoding="utf-8"))
     if n_calc:
         state = saved["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
         assert state.get("state"), f"{name}: the save kept no widget state"

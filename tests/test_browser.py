@@ -28,7 +28,7 @@ finds each edition's own terms, Chinese multi-character terms included
 Besides: the phone drawer opens and its chapter links work, the intro's chapter table links
 every chapter (``test_phone_navigation``); one search box per page (``test_one_search_box``);
 each page's weight, every byte the browser fetches from an empty cache, is under 4 MB for pages
-without widgets (``test_page_weight``, table in ``artifacts/page_weight.txt``); calculators
+without widgets (``test_page_weight``, rows in ``artifacts/page_weight/``); calculators
 follow their controls; the site works from ``file://``, search included; dark mode stays
 readable.
 
@@ -56,6 +56,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
 ARTIFACTS = ROOT / "artifacts"
 SHOTS = ARTIFACTS / "screenshots"
+#: a full-page screenshot of every page at every width (0.5–4 s each, about 2 minutes of a run):
+#: only when asked for, ``LDF_SCREENSHOTS=1`` (CONTRIBUTING.md: look at what you changed)
+FULL_PAGE_SHOTS = os.environ.get("LDF_SCREENSHOTS") == "1"
 NOT_PAGES = ("_vendor", "_static", "_sources", "_images")
 # Flags that keep Chromium off the network and quiet (see /work/shared/FACTS.md).
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -193,13 +196,15 @@ def _inspect(browser, server, rel: str, width: str) -> dict:
                 result.update(_check_page(page))
             except AssertionError as e:
                 result["load_error"] = str(e)
+            result["bytes"] = dict(v.bytes)     # a first visit's bytes (empty cache): test_page_weight
             page.wait_for_function("() => document.documentElement.hasAttribute('data-ldf-scroll-marked')",
                                    timeout=TIMEOUT_MS)
             page.evaluate("() => new Promise(r => setTimeout(r, 250))")   # ldf.js re-marks after load
             result["layout"] = page.evaluate(_LAYOUT_JS, WIDTHS[width])
             result["figures"] = _figure_problems(rel, width, page.evaluate(_FIGURES_JS))
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SHOTS / f"{rel.replace('/', '__')}.{WIDTHS[width]}.png"), full_page=True)
+            if FULL_PAGE_SHOTS:
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SHOTS / f"{rel.replace('/', '__')}.{WIDTHS[width]}.png"), full_page=True)
             result["errors"], result["external"] = list(v.errors), list(v.external)
         finally:
             v.close()
@@ -350,30 +355,30 @@ def test_one_search_box(browser, server, width):
         v.close()
 
 
-def test_page_weight(browser, server):
-    """Every byte a first visit fetches (HTML, CSS, scripts, fonts, images; empty cache).  Pages
-    without an ipywidgets view stay under MAX_PAGE_MB; the table goes to artifacts/."""
+def _weight_pages() -> list[str]:
     # the planner page (Pyodide) has its own limit, measured gzip-served: tests/test_planner_page.py
-    pages = [p for p in site_pages() if not p.endswith("book/planner.html")] + ["search.html"]
-    rows, over = [], []
-    for rel in pages:
-        v = Visit(browser, server, WIDTHS["desktop"])
-        try:
-            page = v.open(rel)
-            _check_page(page)
-            widgets = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-            total = sum(v.bytes.values()) / 1e6
-            biggest = sorted(v.bytes.items(), key=lambda kv: -kv[1])[:3]
-            rows.append(f"{rel:45s} {total:6.2f} MB  {len(v.bytes):3d} files  widgets={widgets:2d}  "
-                        + ", ".join(f"{urlsplit(u).path.rsplit('/', 1)[-1]} {b / 1e6:.2f}" for u, b in biggest))
-            limit = MAX_WIDGET_PAGE_MB if widgets else MAX_PAGE_MB
-            if total > limit:
-                over.append(f"{rel}: {total:.2f} MB > {limit} MB")
-        finally:
-            v.close()
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / "page_weight.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    assert not over, "pages too heavy:\n" + "\n".join(over) + "\n\n" + "\n".join(rows)
+    pages = [p for p in site_pages() if not p.endswith("book/planner.html")]
+    return pages + ["search.html"] if pages else ["(no site)"]
+
+
+@pytest.mark.parametrize("rel", _weight_pages())
+def test_page_weight(browser, server, rel):
+    """Every byte a first visit fetches (HTML, CSS, scripts, fonts, images; empty cache), read
+    from the desktop visit the per-page tests share (``_inspect``).  Pages without an ipywidgets
+    view stay under MAX_PAGE_MB; each page's row goes to ``artifacts/page_weight/``."""
+    if rel == "(no site)":
+        _require(False, f"no built site at {SITE}")
+    r = _inspect(browser, server, rel, "desktop")
+    assert r["load_error"] is None, f"{rel}: {r['load_error']}"
+    total = sum(r["bytes"].values()) / 1e6
+    biggest = sorted(r["bytes"].items(), key=lambda kv: -kv[1])[:3]
+    row = (f"{rel:45s} {total:6.2f} MB  {len(r['bytes']):3d} files  widgets={r['widgets']:2d}  "
+           + ", ".join(f"{urlsplit(u).path.rsplit('/', 1)[-1]} {b / 1e6:.2f}" for u, b in biggest))
+    out = ARTIFACTS / "page_weight"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / (rel.replace("/", "__") + ".txt")).write_text(row + "\n", encoding="utf-8")
+    limit = MAX_WIDGET_PAGE_MB if r["widgets"] else MAX_PAGE_MB
+    assert total <= limit, f"{rel} too heavy: {total:.2f} MB > {limit} MB\n{row}"
 
 
 def _specs(rel: str) -> list[dict]:
@@ -428,64 +433,74 @@ def _shown(calc) -> dict:
         .map(tr => [tr.cells[0].textContent, tr.cells[1].textContent]))""")
 
 
+def _follow_controls(page, rel: str, i: int, fn_path: str, fn, tr) -> int:
+    """Set every control of calculator ``i`` on ``page`` to its last value; the rows show what
+    ``fn`` returns there. Returns 1 (one calculator checked)."""
+    from llm_dataflow import live
+
+    calc = page.locator(".ldf-calc-static").nth(i)
+    calc.scroll_into_view_if_needed()
+    page.wait_for_function("el => el.hasAttribute('data-ldf-ready')", arg=calc.element_handle(),
+                           timeout=TIMEOUT_MS)
+    spec = _specs(rel)[i]
+    controls = spec["usermeta"]["controls"]
+    before = _shown(calc)
+    # the last value of every control: a setting that differs from the initial one
+    params = {}
+    for a, (k, vals) in enumerate(controls.items()):
+        last = len(vals) - 1
+        params[k] = vals[last]
+        el = calc.locator(f'[name="p{a}"]')
+        if el.evaluate("e => e.tagName") == "SELECT":
+            el.select_option(value=str(last))
+        else:
+            el.fill(str(last))
+    want = live._label(params[list(controls)[-1]])
+    page.wait_for_function("([el, k, v]) => Array.from(el.querySelectorAll('tr.ldf-ctl'))"
+                           ".some(tr => tr.cells[0].textContent === k && tr.cells[1].textContent === v)",
+                           arg=[calc.element_handle(), f"{tr(list(controls)[-1])} =", want],
+                           timeout=TIMEOUT_MS)
+    after = _shown(calc)
+    try:
+        expected = dict(live.calculator_rows(fn(**params)))   # names without unit, values with
+    except Exception as e:   # the page shows the error the function raises
+        expected = {"error": f"{type(e).__name__}: {e}"}
+    for k, text in expected.items():   # a value's words in the edition's language
+        t = live.value_template(text)
+        if t and tr(t[0]) != t[0]:
+            expected[k] = live._fill(tr(t[0]), t[1])
+    for k, val in controls.items():
+        # the readout beside a control: the value as the slider / dropdown labels it
+        assert after.get(f"{tr(k)} =") == live._label(params[k]), (fn_path, k, after)
+    for k, text in expected.items():
+        assert after.get(tr(k)) == text, f"{fn_path} on {rel} at {params}: {k!r} shows {after.get(tr(k))!r}, package {text!r}"
+    if any(len(x) > 1 for x in controls.values()):
+        assert after != before, f"{fn_path}: moving the controls changed nothing"
+    return 1
+
+
 @pytest.mark.parametrize("edition", list(EDITIONS))
 def test_every_calculator_follows_its_controls(browser, server, edition):
     """Move every control of one calculator per package function; the page shows fn's values
     (under the edition's translated labels)."""
-    from llm_dataflow import live
-
     calcs = _calculators(edition)
     if not calcs:
         pytest.skip("no calculator on any built page")
-    checked = 0
+    by_page: dict[str, list[tuple[str, int]]] = {}
     for fn_path, (rel, i) in sorted(calcs.items()):
-        fn = _package_function(fn_path)
-        if fn is None:
-            continue   # not an importable package function (notebooks define none)
+        by_page.setdefault(rel, []).append((fn_path, i))
+    checked = 0
+    for rel, on_page in by_page.items():      # each page opened once: its calculators in turn
         tr = _translator(rel)
         v = Visit(browser, server)
         try:
-            page = v.open(rel)
-            calc = page.locator(".ldf-calc-static").nth(i)
-            calc.scroll_into_view_if_needed()
-            page.wait_for_function("el => el.hasAttribute('data-ldf-ready')", arg=calc.element_handle(),
-                                   timeout=TIMEOUT_MS)
-            spec = _specs(rel)[i]
-            controls = spec["usermeta"]["controls"]
-            before = _shown(calc)
-            # the last value of every control: a setting that differs from the initial one
-            params = {}
-            for a, (k, vals) in enumerate(controls.items()):
-                last = len(vals) - 1
-                params[k] = vals[last]
-                el = calc.locator(f'[name="p{a}"]')
-                if el.evaluate("e => e.tagName") == "SELECT":
-                    el.select_option(value=str(last))
-                else:
-                    el.fill(str(last))
-            want = live._label(params[list(controls)[-1]])
-            page.wait_for_function("([el, k, v]) => Array.from(el.querySelectorAll('tr.ldf-ctl'))"
-                                   ".some(tr => tr.cells[0].textContent === k && tr.cells[1].textContent === v)",
-                                   arg=[calc.element_handle(), f"{tr(list(controls)[-1])} =", want],
-                                   timeout=TIMEOUT_MS)
-            after = _shown(calc)
-            try:
-                expected = dict(live.calculator_rows(fn(**params)))   # names without unit, values with
-            except Exception as e:   # the page shows the error the function raises
-                expected = {"error": f"{type(e).__name__}: {e}"}
-            for k, text in expected.items():   # a value's words in the edition's language
-                t = live.value_template(text)
-                if t and tr(t[0]) != t[0]:
-                    expected[k] = live._fill(tr(t[0]), t[1])
-            for k, val in controls.items():
-                # the readout beside a control: the value as the slider / dropdown labels it
-                assert after.get(f"{tr(k)} =") == live._label(params[k]), (fn_path, k, after)
-            for k, text in expected.items():
-                assert after.get(tr(k)) == text, f"{fn_path} on {rel} at {params}: {k!r} shows {after.get(tr(k))!r}, package {text!r}"
-            if any(len(x) > 1 for x in controls.values()):
-                assert after != before, f"{fn_path}: moving the controls changed nothing"
+            page = v.open(rel, idle=False)
+            for fn_path, i in on_page:
+                fn = _package_function(fn_path)
+                if fn is None:
+                    continue   # not an importable package function (notebooks define none)
+                checked += _follow_controls(page, rel, i, fn_path, fn, tr)
             assert not v.errors, v.errors
-            checked += 1
         finally:
             v.close()
     assert checked, "no calculator of an importable package function was found"
@@ -619,7 +634,7 @@ def test_calculators_as_a_reader_drives_them(browser, server, edition, width):
     try:
         for rel in pages:
             tr = _translator(rel)
-            page = v.open(rel)
+            page = v.open(rel, idle=False)     # _check_page waits for what the drive needs
             _check_page(page)
             for i, spec in enumerate(_specs(rel)):
                 calc = page.locator(".ldf-calc-static").nth(i)

@@ -15,7 +15,7 @@ chapter:
    kernel a calculator computes lazily, a path nbval's ``LDF_STATIC_VIEWS`` kernel does not take)
    and every cell with an ``ldf.progress`` bar (drawn as a widget here, as text under nbval), each
    with the cells it needs (``lab_cells``: the earlier cells that define a name it uses, read with
-   ``ast``, and the set-up cell), in order, in one kernel: none shows an error or a warning, and a
+   ``symtable``, and the set-up cell), in order, in one kernel: none shows an error or a warning, and a
    progress bar ends as "<what>: <n> steps".  That every cell of every chapter runs, top to bottom,
    and prints what was saved is strict nbval's check (``pytest notebooks/``), not repeated here;
    ``LDF_LAB_RUN=all`` makes this step a full *Run All* again.
@@ -35,7 +35,6 @@ skipped without them unless ``LDF_REQUIRE_SITE`` is set (CI), in which case that
 """
 from __future__ import annotations
 
-import ast
 import builtins
 import importlib.util
 import json
@@ -44,6 +43,7 @@ import pathlib
 import re
 import secrets
 import shutil
+import symtable
 import socket
 import subprocess
 import sys
@@ -82,18 +82,21 @@ def _rerun(name: str) -> bool:
 
 
 def _code_names(src: str) -> tuple[set[str], set[str]]:
-    """(names a code cell defines, names it reads) — IPython's %magics and !shell lines skipped."""
+    """(names a code cell defines, names it reads from the notebook's namespace) — IPython's
+    %magics and !shell lines skipped. ``symtable`` keeps the scopes apart: a comprehension's
+    ``for t in ...`` or a lambda's argument is local to it, not a read of an earlier cell's ``t``
+    (which would pull that cell, and what it needs, into the run)."""
     text = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
-    defined, used = set(), set()
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Name):
-            (defined if isinstance(node.ctx, (ast.Store, ast.Del)) else used).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.arg):
-            defined.add(node.arg)
+    top = symtable.symtable(text, "<cell>", "exec")
+    defined = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    used = {s.get_name() for s in top.get_symbols() if s.is_referenced()}
+    stack = list(top.get_children())
+    while stack:                      # names nested scopes read from the module's namespace
+        t = stack.pop()
+        stack.extend(t.get_children())
+        used |= {s.get_name() for s in t.get_symbols()
+                 if s.is_referenced() and s.is_global() and not s.is_declared_global()}
+        defined |= {s.get_name() for s in t.get_symbols() if s.is_declared_global() and s.is_assigned()}
     return defined, used - set(dir(builtins))
 
 
@@ -167,7 +170,10 @@ class Lab:
             cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                    f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                    f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-                   f"--LabApp.app_settings_dir={app_settings}"]
+                   f"--LabApp.app_settings_dir={app_settings}",
+                   # window.jupyterapp: the test opens each chapter in one loaded JupyterLab
+                   # (its commands), instead of loading the whole application twice per chapter
+                   "--LabApp.expose_app_in_browser=True"]
             if hasattr(os, "getuid") and os.getuid() == 0:
                 cmd.append("--allow-root")
             self._log = open(self.log_path, "w")
@@ -227,23 +233,72 @@ def browser(chromium_browser):
     return chromium_browser     # conftest.py: one Chromium per test process
 
 
+@pytest.fixture(scope="module")
+def tab(lab, browser):
+    t = LabTab(lab, browser)
+    yield t
+    t.close()
+
+
 # --- helpers on a notebook page --------------------------------------------------------------
 
-def _open(lab: Lab, browser, name: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    # ?reset: a fresh workspace holding only this notebook (no tabs left from the last chapter)
-    page.goto(f"{lab.base}/lab/tree/{name}?reset&token={lab.token}", timeout=60_000)
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    _wait_idle(page, 60)
-    # jupyterlab-myst renders each markdown cell into a ".myst" element (asynchronously)
-    page.wait_for_function("""() => {
-        const md = document.querySelectorAll('.jp-MarkdownCell').length;
-        return md > 0 && document.querySelectorAll('.jp-MarkdownCell .myst').length >= md; }""",
-        timeout=60_000)
-    page.wait_for_timeout(1500)    # late metadata writes (kernel info, widget restore) land here
-    return page
+class LabTab:
+    """One browser page holding one loaded JupyterLab for a whole test process: each chapter is
+    opened with the application's own command (``docmanager:open``) and closed afterwards, so
+    the application's bundles load and start once, not twice per chapter. A page that has
+    crashed or lost the application is loaded again."""
+
+    def __init__(self, lab: Lab, browser):
+        self.lab, self.browser, self.page = lab, browser, None
+
+    def _load(self) -> None:
+        if self.page is not None and not self.page.is_closed():
+            self.page.close()
+        page = self.browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.errors = []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        # ?reset: a fresh workspace (no tabs restored from an earlier session)
+        page.goto(f"{self.lab.base}/lab?reset&token={self.lab.token}", timeout=60_000)
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
+        page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+        self.page = page
+
+    def open(self, name: str, reload: bool = False):
+        """Open notebook ``name`` (read from disk) as the only document; wait until its kernel
+        is idle and every markdown cell is rendered by jupyterlab-myst. ``reload``: load the
+        application afresh first, as a reader coming back the next day does."""
+        if (reload or self.page is None or self.page.is_closed()
+                or not self.page.evaluate("() => !!window.jupyterapp")):
+            self._load()
+        page = self.page
+        self.close_all()
+        page.errors.clear()
+        page.evaluate("name => window.jupyterapp.commands.execute('docmanager:open', {path: name}).then(() => true)",
+                      name)    # (the command's result, a widget, cannot be sent back)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        _wait_idle(page, 60)
+        # jupyterlab-myst renders each markdown cell into a ".myst" element (asynchronously)
+        page.wait_for_function("""() => {
+            const md = document.querySelectorAll('.jp-MarkdownCell').length;
+            return md > 0 && document.querySelectorAll('.jp-MarkdownCell .myst').length >= md; }""",
+            timeout=60_000)
+        page.wait_for_timeout(1500)    # late metadata writes (kernel info, widget restore) land here
+        return page
+
+    def close_all(self) -> None:
+        """Close every document without asking (a failed test may leave one modified)."""
+        if self.page is None or self.page.is_closed():
+            return
+        self.page.evaluate("""async () => {
+            for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+                if (w.context) { w.context.model.dirty = false; } }
+            await window.jupyterapp.commands.execute('application:close-all');
+            return true; }""")
+        self.page.wait_for_function("() => !document.querySelector('.jp-Notebook')", timeout=10_000)
+
+    def close(self) -> None:
+        if self.page is not None and not self.page.is_closed():
+            self.page.close()
 
 
 def _wait_idle(page, timeout_s: float) -> None:
@@ -388,16 +443,33 @@ def _calculator_outputs(nb: dict) -> int:
 
 # --- the test --------------------------------------------------------------------------------
 
+class _Laps:
+    """Seconds per step of one chapter's test, printed (``pytest -s``, or with a failure's
+    captured output) so that a slow step shows where it is."""
+
+    def __init__(self, name: str):
+        self.name, self.t, self.laps = name, time.perf_counter(), []
+
+    def __call__(self, what: str) -> None:
+        now = time.perf_counter()
+        self.laps.append(f"{what} {now - self.t:.1f} s")
+        self.t = now
+
+    def report(self) -> None:
+        print(f"{self.name}: " + ", ".join(self.laps))
+
+
 @pytest.mark.parametrize("name", _chapters())
-def test_chapter_in_jupyterlab(lab, browser, name):
+def test_chapter_in_jupyterlab(lab, tab, name):
     nb = json.loads((lab.root / name).read_text(encoding="utf-8"))
     n_calc = _calculator_outputs(nb)
     markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     n_dropdowns = len(re.findall(r"\{dropdown\}", markdown))
     run = lab_cells(nb)
+    laps = _Laps(name)
 
     # 1. first open: as committed, untrusted, not run
-    page = _open(lab, browser, name)
+    page = tab.open(name)
     try:
         assert not _dirty(page), f"{name} opens marked modified"
         assert page.locator(".validate-button").count() == 0, "nbgrader's Validate button on a chapter"
@@ -416,9 +488,11 @@ def test_chapter_in_jupyterlab(lab, browser, name):
         outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
         assert not re.search(r"\d+%\|", outs), f"{name}: a saved progress bar shows a frozen percentage"
         _shot(page, name, "1-first-open")
+        laps("open")
 
         # 2. run the calculator and progress-bar cells, with the cells they need
-        elapsed = _run_cells(page, run)
+        _run_cells(page, run)
+        laps(f"run {len(run)} cells")
         # JupyterLab shows an exception, and any warning, as a stderr output
         errors = _outputs_text(page, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         assert not errors, f"{name}: errors or warnings after the run: {[e[-600:] for e in errors]}"
@@ -428,7 +502,6 @@ def test_chapter_in_jupyterlab(lab, browser, name):
         outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
         assert not re.search(r"\d+%\|", outs), f"{name}: a progress bar stayed at a percentage after the run"
         assert "Error displaying widget" not in outs
-        print(f"{name}: {len(run)} cells run in {elapsed:.1f} s")
 
         # 3. a calculator responds
         moved = table_after = None
@@ -450,15 +523,17 @@ def test_chapter_in_jupyterlab(lab, browser, name):
         page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
                                timeout=30_000)
         saved = _saved_notebook(lab, name, before_save)
+        laps("move, trust, save")
         assert not page.errors, page.errors
     finally:
-        page.close()
+        tab.close_all()
     if n_calc:
         state = saved["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
         assert state.get("state"), f"{name}: the save kept no widget state"
     lab.shut_down_kernel(name)
 
-    page = _open(lab, browser, name)
+    page = tab.open(name, reload=True)     # the next day: JupyterLab loaded afresh
+    laps("reopen")
     try:
         outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
         assert "Error displaying widget" not in outs, f"{name}: a widget lost its state on reopen"
@@ -479,5 +554,7 @@ def test_chapter_in_jupyterlab(lab, browser, name):
                                        timeout=10_000)
         assert not page.errors, page.errors
     finally:
-        page.close()
+        tab.close_all()
     lab.shut_down_kernel(name)
+    laps("checks after reopen")
+    laps.report()

@@ -47,7 +47,8 @@ BOOK_RC: dict = {
 
 
 def use_book_style(*, inline: bool = True) -> None:
-    """Apply the book's figure style (``BOOK_RC``) and, inside IPython/Jupyter, show figures as SVG.
+    """Apply the book's figure style (``BOOK_RC``) and, inside IPython/Jupyter, show figures as SVG
+    and tables' integers with thousands separators (:func:`with_thousands`).
 
     Args:
         inline: when True (default) and an IPython kernel is running, make the inline backend emit
@@ -76,4 +77,44 @@ def use_book_style(*, inline: bool = True) -> None:
             from matplotlib_inline.backend_inline import set_matplotlib_formats
 
             set_matplotlib_formats("svg", metadata={"Date": None})
+            _show_tables_with_thousands(shell)
     matplotlib.rcParams.update(BOOK_RC)
+
+
+def with_thousands(df):
+    """A copy of the ``pandas.DataFrame`` ``df`` whose integers read with thousands separators
+    (``6738415616`` → ``6,738,415,616``), as the book's prose writes them: the integer columns,
+    and the integers (not ``bool``) in columns of mixed objects, become text; floats and text
+    stay as they are.  ``df`` itself is not changed.
+
+    Raises:
+        ValueError: ``df`` is not a DataFrame.
+    """
+    import numbers
+
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df={type(df).__name__} is not allowed; it must be a pandas DataFrame")
+
+    def fmt(x):
+        if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+            return f"{int(x):,}"
+        return x
+
+    out = df.copy()
+    for col in out.columns:
+        kind = out[col].dtype.kind
+        if kind in "iu" or kind == "O":
+            out[col] = out[col].map(fmt)
+    return out
+
+
+def _show_tables_with_thousands(shell) -> None:
+    """Every DataFrame the notebook shows goes through :func:`with_thousands` (HTML and text)."""
+    import pandas as pd
+
+    html = shell.display_formatter.formatters["text/html"]
+    plain = shell.display_formatter.formatters["text/plain"]
+    html.for_type(pd.DataFrame, lambda df: with_thousands(df)._repr_html_())
+    plain.for_type(pd.DataFrame, lambda df, p, cycle: p.text(repr(with_thousands(df))))

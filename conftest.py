@@ -21,10 +21,18 @@ module-scoped fixture is expensive run on one worker (``worker_group``) so it is
 import os
 import pathlib
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Before torch loads (here and in every notebook kernel, which inherits the environment): OpenMP
+# threads that finish their share sleep instead of spinning.  Two workers each running torch on
+# two threads put four busy threads on two cores; spinning threads then steal the cores the
+# others need.  Measured, notebook 05 under nbval beside other work: 235 s wall (197 s CPU) with
+# the default policy, 119 s (95 s CPU) passive.  Measured outputs are masked under nbval; the
+# notebooks themselves are executed (`make notebooks`) with the default.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import llm_dataflow as ldf
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+import llm_dataflow as ldf  # noqa: E402
 
 # The saved notebook outputs are CPU outputs: run the notebooks on the CPU even where a GPU is
 # present, and ignore a reader's own checkpoint folder (chapter 01) while checking them.

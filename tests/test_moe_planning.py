@@ -143,3 +143,22 @@ def test_plan_command_prints_the_range(capsys):
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8", "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
     assert j["published_rows"] == list(SGLANG) and j["critical_batch_routed_experts"] == 6598
+
+
+def test_appendix_moe_under_tp_numbers():
+    """The numbers appendix 09 (section 7, planning section, summary) states for MoE under TP."""
+    r = plan_report("DeepSeek-V3", "H200", tp=8, weights="fp8")
+    cfg, h200 = ldf.model_config("DeepSeek-V3"), ldf.hardware("H200")
+    assert round(r["decode_tokens_per_s"]) == 1019 and r["binds"] == "memory"
+    assert round(r["decode_step_s"] * h200.hbm_bandwidth / 1e9, 1) == 4.7        # GB read per GPU per step
+    assert (cfg.n_layers, sum(map(cfg.is_moe_layer, range(cfg.n_layers)))) == (61, 58)
+    assert (cfg.n_routed_experts, cfg.n_experts_per_token, cfg.n_shared_experts) == (256, 8, 1)
+    e = [ROWS[i].efficiency for i in SGLANG]
+    assert (round(100 * min(e)), round(100 * max(e))) == (3, 11)
+    # the dense tensor-parallel band of section 9 (27–72 %) would have given 275–734 tokens/s
+    tp = [ROWS[i].efficiency for i in ("gptfast-llama2-7b-tp8", "gptfast-llama2-70b-tp2", "gptfast-llama2-70b-tp8",
+                                       "gptfast-llama31-70b-tp8")]
+    lo, hi = round(100 * min(tp)), round(100 * max(tp))
+    assert (lo, hi) == (27, 72)
+    assert (round(r["decode_tokens_per_s"] * lo / 100), round(r["decode_tokens_per_s"] * hi / 100)) == (275, 734)
+    assert ldf.COVERS.startswith("a published decode row with its batch covers")

@@ -123,6 +123,18 @@ UNUSED_CANDIDATES: tuple = (
     {"candidate": "MLPerf Llama-2-70B mean prompt length", "source": "mlcommons/inference",
      "reason": "not found in a primary source; the MLPerf rows use the per-token bound with no prompt "
                "and no context (it can only be lower than the true bound)"},
+    # MoE under tensor parallelism (issue 27): looked at for more covering rows, left out
+    {"candidate": "Mixtral-8x7B on A100-80GB at TP 2 and TP 4, '~10-11 TPS' (vLLM @d537c62 with MegaBlocks)",
+     "source": "github.com/vllm-project/vllm/issues/2069 (description, 2023-12-12)",
+     "reason": "an approximate figure from a bug report on a pre-release MoE path; batch and lengths not "
+               "stated in the part read"},
+    {"candidate": "DeepSeek-V3 single sequence 'order 13 tokens/sec' on 8 x H200 (SGLang, 2025-01)",
+     "source": "github.com/sgl-project/sglang/issues/3196 (description)",
+     "reason": "an order of magnitude for long generations, not a measured figure with its setting"},
+    {"candidate": "DeepSeek-V3 'for bs=1 SGLang outputs around 26 tok/s' (bench_serving, max-concurrency 1)",
+     "source": "github.com/vllm-project/vllm/issues/11539 (comment of 2025-01-10)",
+     "reason": "the GPU and the TP degree are not named in the part read; a ShareGPT run mixes prefill "
+               "into the output rate"},
 )
 
 

@@ -307,8 +307,10 @@ class KernelCriticalBatch:
 
     @property
     def closed_form(self) -> float | None:
-        """``ridge_batch × E / k``: the routed experts' critical batch once every expert is hit
-        (the exact search stops a little below it, where a few experts are still untouched)."""
+        """``ridge_batch × E / k``: the routed experts' critical batch when the batch reaches every
+        expert.  The search (:attr:`routed_experts`) counts the experts hit,
+        ``expected_experts_hit(E, k, B)``, and lands at or within one sequence of it wherever every
+        expert is hit at that batch, as for every MoE preset (``tests/test_moe_planning.py``)."""
         return None if self.ridge_batch is None else self.ridge_batch * self.experts_over_k
 
 

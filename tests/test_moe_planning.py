@@ -104,6 +104,8 @@ def test_covering_rule():
     # Mixtral on 8 A100s in BF16: gpt-fast's MoE-under-TP row; dense TP rows do not cover an MoE
     assert ids(coverage.covering_rows("Mixtral-8x7B", "A100-80GB-SXM", tp=8, batch=1, weights="bf16")) \
         == ["gptfast-mixtral-bf16-tp8"]
+    # the rows are tensor parallel without expert parallelism: an EP deployment is covered by none
+    assert coverage.covering_rows(ds, h200, tp=8, batch=1, weights="fp8", ep=8) == []
     with pytest.raises(ValueError, match="tp"):
         coverage.covering_rows(ds, h200, tp=0, batch=1, weights="fp8")
     with pytest.raises(ValueError, match="weights"):

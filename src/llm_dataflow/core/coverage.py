@@ -14,7 +14,8 @@ all of these hold:
 2. the same kind of model: the row's preset is a mixture of experts exactly when the
    deployment's model is;
 3. the same layout: tensor parallel over several GPUs (``n_gpus > 1``; every such decode row
-   is tensor parallel) exactly when the deployment's ``tp > 1``;
+   is tensor parallel, none expert parallel) exactly when the deployment's ``tp > 1``, and no
+   expert parallelism (``ep == 1``: no row covers an expert-parallel deployment yet);
 4. the same GPU class: the row's GPU has the deployment's architecture (Ampere, Hopper,
    Blackwell; a custom GPU matches none);
 5. the same weight element: the same width in bits and the same kind (float or integer) —
@@ -127,22 +128,27 @@ def _element(plan: PrecisionPlan) -> tuple:
     return dtype_bits(plan.quant.weight_dtype), plan.quant.is_float
 
 
-def covering_rows(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, weights="bf16") -> list[dict]:
+def covering_rows(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, weights="bf16",
+                  ep: int = 1) -> list[dict]:
     """The published rows that cover a deployment (:data:`COVERS`; the module docstring gives the
     rule), as :func:`read_published_rows` gives them.
 
     Args:
         cfg: the deployment's model (a ModelConfig or a preset name).
         hw: its GPU (a :class:`~llm_dataflow.core.hardware.HardwareSpec` or a preset name).
-        tp: its tensor-parallel degree; ``batch``: sequences per decode step.
+        tp: its tensor-parallel degree; ``batch``: sequences per decode step; ``ep``: its
+            expert-parallel degree (the rows have none, so ``ep > 1`` is covered by no row).
         weights: its weight format (a WEIGHT_FORMATS name or a PrecisionPlan).
 
     Raises:
-        ValueError: an unknown model, GPU or ``weights``; ``tp`` or ``batch`` not a positive integer.
+        ValueError: an unknown model, GPU or ``weights``; ``tp``, ``batch`` or ``ep`` not a positive
+            integer.
     """
     cfg, hw = as_model_config(cfg), as_hardware(hw)
     require_positive("tp", tp)
     require_positive("batch", batch)
+    if require_positive("ep", ep) > 1:
+        return []
     if not isinstance(weights, (str, PrecisionPlan)):
         raise ValueError(f"weights={weights!r} is not allowed; give a weight format name or a PrecisionPlan")
     plan = weights if isinstance(weights, PrecisionPlan) else precision_plan(weights)

@@ -49,8 +49,9 @@ ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 
 
 def core_files(src: Path) -> list[tuple[Path, str]]:
-    """(file, name in the zip) of the package's ``__init__`` and its ``core/`` subpackage: the
-    Python sources only (no caches)."""
+    """(file, name in the zip) of the package's ``__init__``, its ``core/`` subpackage (the
+    Python sources only, no caches) and the published measurements ``plan`` reads
+    (``data/published_measurements.csv``)."""
     pkg = src / "llm_dataflow"
     files = [(pkg / "__init__.py", "llm_dataflow/__init__.py")]
     core = pkg / "core"
@@ -58,6 +59,8 @@ def core_files(src: Path) -> list[tuple[Path, str]]:
         raise FileNotFoundError(f"{core}: no core subpackage (llm_dataflow.core) to zip")
     files += [(f, f.relative_to(src).as_posix()) for f in sorted(core.rglob("*.py"))
               if "__pycache__" not in f.parts]
+    # the published measurements: plan prints the range the rows covering a deployment imply
+    files.append((pkg / "data" / "published_measurements.csv", "llm_dataflow/data/published_measurements.csv"))
     return files
 
 

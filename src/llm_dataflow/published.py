@@ -51,18 +51,15 @@ Units: s, B/s, FLOP/s; GB = 1e9 B.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
-from importlib import resources
 
 from .core.accounting import decode_step_bytes, prefill_flops, weight_bytes_read
 from .core.collectives import collective_bytes_per_rank, collective_time
 from .core.config import model_config
-from .core.formats import QuantSpec, WEIGHT_FORMATS, precision_plan
 from .core.hardware import HardwareSpec, as_hardware, hardware, link
+from .core.coverage import read_published_rows, row_precision
 from .core.roofline import decode_step_bounds, prefill_bounds
 from .core.units import dtype_bytes, require_nonnegative, require_positive
 from .gemm import gemm_traffic
@@ -126,6 +123,18 @@ UNUSED_CANDIDATES: tuple = (
     {"candidate": "MLPerf Llama-2-70B mean prompt length", "source": "mlcommons/inference",
      "reason": "not found in a primary source; the MLPerf rows use the per-token bound with no prompt "
                "and no context (it can only be lower than the true bound)"},
+    # MoE under tensor parallelism (issue 27): looked at for more covering rows, left out
+    {"candidate": "Mixtral-8x7B on A100-80GB at TP 2 and TP 4, '~10-11 TPS' (vLLM @d537c62 with MegaBlocks)",
+     "source": "github.com/vllm-project/vllm/issues/2069 (description, 2023-12-12)",
+     "reason": "an approximate figure from a bug report on a pre-release MoE path; batch and lengths not "
+               "stated in the part read"},
+    {"candidate": "DeepSeek-V3 single sequence 'order 13 tokens/sec' on 8 x H200 (SGLang, 2025-01)",
+     "source": "github.com/sgl-project/sglang/issues/3196 (description)",
+     "reason": "an order of magnitude for long generations, not a measured figure with its setting"},
+    {"candidate": "DeepSeek-V3 'for bs=1 SGLang outputs around 26 tok/s' (bench_serving, max-concurrency 1)",
+     "source": "github.com/vllm-project/vllm/issues/11539 (comment of 2025-01-10)",
+     "reason": "the GPU and the TP degree are not named in the part read; a ShareGPT run mixes prefill "
+               "into the output rate"},
 )
 
 
@@ -209,37 +218,9 @@ def aggregate_hardware(hw: HardwareSpec | str, n_gpus: int) -> HardwareSpec:
                                peak_flops={k: n_gpus * v for k, v in hw.peak_flops.items()})
 
 
-def _plan(weights: str):
-    """A PrecisionPlan from the ``weights`` column: a WEIGHT_FORMATS name, ``int4-g<N>`` (INT4,
-    group N, FP16 scales and 4-bit zero points, as gpt-fast's groupwise INT4 stores them at
-    least), optionally ``+kvfp8`` (FP8 KV cache)."""
-    name, _, kv = weights.partition("+")
-    if kv not in ("", "kvfp8"):
-        raise ValueError(f"weights={weights!r}: the suffix must be '+kvfp8' or nothing")
-    m = re.fullmatch(r"int4-g(\d+)", name)
-    if m:
-        base = QuantSpec("int4", group_size=int(m.group(1)), scale_dtype="fp16", zero_point=True)
-    elif name in WEIGHT_FORMATS:
-        base = name
-    else:
-        raise ValueError(f"weights={weights!r} is not allowed; give a weight format "
-                         f"({', '.join(WEIGHT_FORMATS)}) or int4-g<N>, optionally with '+kvfp8'")
-    return precision_plan(base, kv="fp8" if kv else None)
-
-
-def _params(text: str) -> dict:
-    out = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        k, sep, v = part.partition("=")
-        if not sep:
-            raise ValueError(f"params entry {part!r} is not key=value")
-        out[k.strip()] = int(v) if re.fullmatch(r"-?\d+", v.strip()) else v.strip()
-    return out
-
-
-def _int_or_none(s: str):
-    s = s.strip()
-    return int(s) if s else None
+# the CSV reader and the ``weights`` column's parser live in the core, where ``plan`` uses them too
+_plan = row_precision
+_read_rows = read_published_rows
 
 
 def to_si(value: float, unit: str, kind: str, *, n_gpus: int = 1, params: dict | None = None) -> float:
@@ -401,20 +382,6 @@ def _check_row(r: dict) -> None:
         raise ValueError(f"{where}: chapter={r['chapter']!r} is not allowed; allowed: {', '.join(CHAPTER_TOPICS)}")
     if not r["source"].strip():
         raise ValueError(f"{where}: source is empty; every row needs one")
-
-
-def _read_rows() -> list[dict]:
-    text = resources.files("llm_dataflow").joinpath("data/published_measurements.csv").read_text("utf-8")
-    rows = []
-    for raw in csv.DictReader(line for line in text.splitlines() if not line.startswith("#")):
-        r = {k: (v or "").strip() for k, v in raw.items()}
-        r["n_gpus"] = int(r["n_gpus"])
-        for k in ("batch", "prompt_len", "output_len", "context"):
-            r[k] = _int_or_none(r[k])
-        r["value"], r["measured"] = float(r["value"]), float(r["measured"])
-        r["params"] = _params(r["params"])
-        rows.append(r)
-    return rows
 
 
 def published_measurements(chapter: str | None = None) -> list[PublishedMeasurement]:

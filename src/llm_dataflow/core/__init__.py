@@ -19,7 +19,8 @@ none of them.  Modules, each importing only those listed before it:
 ``parallel``    the TP/PP/EP degree check, layer partitions, TP/EP/ring byte counts
 ``fit``         whether weights, KV, activations and the runtime reserve fit per GPU
 ``serving``     KV room as a serving engine counts it (vLLM ``gpu_memory_utilization``, SGLang)
-``roofline``    lower bounds of a decode step and a prefill, the critical batch
+``roofline``    lower bounds of a decode step and a prefill, the critical batch (blended, per kernel)
+``coverage``    the published measurements' rows, and which of them cover a deployment
 ``plan``        ``python -m llm_dataflow plan``: :func:`llm_dataflow.core.plan.main`
 ==============  =============================================================================
 
@@ -28,7 +29,7 @@ Every module's ``__all__`` is re-exported here (and by ``llm_dataflow``).
 import sys
 
 from . import (units, hf_config, config, formats, hardware, chips, kv, collectives, accounting,  # noqa: F401
-               parallel, fit, serving, roofline, plan)
+               parallel, fit, serving, roofline, coverage, plan)
 from .units import *  # noqa: F401,F403
 from .hf_config import *  # noqa: F401,F403
 from .config import *  # noqa: F401,F403
@@ -42,8 +43,9 @@ from .parallel import *  # noqa: F401,F403
 from .fit import *  # noqa: F401,F403
 from .serving import *  # noqa: F401,F403
 from .roofline import *  # noqa: F401,F403
+from .coverage import *  # noqa: F401,F403
 from .plan import *  # noqa: F401,F403
 
 MODULES = ("units", "hf_config", "config", "formats", "hardware", "chips", "kv", "collectives", "accounting",
-           "parallel", "fit", "serving", "roofline", "plan")
+           "parallel", "fit", "serving", "roofline", "coverage", "plan")
 __all__ = [name for m in MODULES for name in sys.modules[f"{__name__}.{m}"].__all__]

@@ -30,10 +30,11 @@ from .hardware import hardware as hw_preset
 from .kv import kv_token_bytes
 from .parallel import check_parallel, kv_heads_per_rank, tp_bytes_per_token_per_layer
 from .serving import GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, engine_memory
-from .roofline import critical_batch, decode_step_bounds, prefill_bounds
+from .roofline import critical_batch, critical_batch_per_kernel, decode_step_bounds, prefill_bounds
+from .coverage import covering_rows, row_precision
 from .units import fmt_bytes, fmt_gib, fmt_si, no_overflow, require_nonnegative, require_positive
 
-__all__ = ["plan_report", "load_model_arg", "hardware_arg"]   # and main(argv), the command
+__all__ = ["plan_report", "load_model_arg", "hardware_arg", "published_range"]   # and main(argv), the command
 
 #: The presets ``--hardware`` offers.
 PLAN_HARDWARE = (*HARDWARE, *DEPLOYMENT_HARDWARE, *REFERENCE_HARDWARE)
@@ -93,7 +94,8 @@ def load_model_arg(arg: str) -> ModelConfig:
 def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1, context: int = 0,
                 prompt: int | None = None, weights: str = "bf16", kv: str | None = None,
                 gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, mem_fraction_static: float | None = None,
-                max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, non_torch_gib: float | None = None) -> dict:
+                max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, non_torch_gib: float | None = None,
+                published: bool = True) -> dict:
     """Everything ``plan`` prints, as a dict (bytes in B, times in s).
 
     Keys: ``model``, ``hardware``, ``tp``, ``batch``, ``context``, ``prompt``, ``weights``,
@@ -111,7 +113,12 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens; ``None`` at prompt 0),
     ``critical_batch`` (of the whole model on one GPU, tp = 1; ``None`` when never compute-bound:
     under TP the replicated KV or MLA latent lowers each rank's intensity), ``tp_bytes_per_token`` (bytes handed to
-    all-reduce per token over all layers; 0 at tp = 1).
+    all-reduce per token over all layers; 0 at tp = 1); the critical batch per kernel
+    (:func:`~llm_dataflow.core.roofline.critical_batch_per_kernel`, one GPU, tp = 1):
+    ``critical_batch_dense_part`` and ``critical_batch_routed_experts`` (``None`` when never
+    compute-bound, or for a dense model); with ``published`` (default), the range published rows
+    imply (:func:`published_range`: ``published_rows``, ``published_efficiency``,
+    ``published_tokens_per_s``, ``published_note``).
 
     Raises:
         ValueError: ``cfg`` neither a ModelConfig nor a preset name, ``hardware`` neither a preset
@@ -167,7 +174,81 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
         "prefill_s": pre.time_s / tp if pre else None, "prefill_binds": pre.bound if pre else None,
         "critical_batch": None if math.isinf(cb) else int(cb),
         "tp_bytes_per_token": tpb,
+        **_per_kernel(cfg, hw, context, plan),
+        **(published_range(cfg, hw, tp=tp, batch=batch, weights=plan, tokens_per_s=batch / step)
+           if published else {}),
     }
+
+
+def _per_kernel(cfg: ModelConfig, hw, context: int, plan) -> dict:
+    """The critical batch per kernel group (one GPU, tp = 1), for :func:`plan_report`."""
+    k = critical_batch_per_kernel(cfg, hw, context, plan)
+    fin = lambda x: None if x is None or math.isinf(x) else int(x)  # noqa: E731
+    return {"critical_batch_dense_part": fin(k.dense_part), "critical_batch_routed_experts": fin(k.routed_experts)}
+
+
+def published_range(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, weights,
+                    tokens_per_s: float) -> dict:
+    """The decode throughput that published rows covering this deployment imply (token/s).
+
+    Coverage is :data:`~llm_dataflow.core.coverage.COVERS` (:func:`~llm_dataflow.core.coverage.covering_rows`:
+    same kind of model (MoE or dense), layout (TP or one GPU), GPU architecture, weight element
+    and batch).  Each covering row's efficiency is its published tokens/s over the bound this
+    same command computes for the row's own setting (its model, GPU, ``tp`` = its GPU count,
+    batch, context, weights); the range is ``tokens_per_s`` (this deployment's bound) times the
+    lowest and the highest of those efficiencies.  With no covering row the range is ``None``
+    and the note says so: a band from another kind of system (dense, or one GPU) is not used.
+
+    Returns:
+        ``published_rows`` (ids), ``published_efficiency`` (``[min, max]`` or ``None``),
+        ``published_tokens_per_s`` (``[low, high]`` or ``None``), ``published_note`` (one line).
+
+    Raises:
+        ValueError: what :func:`~llm_dataflow.core.coverage.covering_rows` rejects; ``tokens_per_s``
+            not a positive number.
+    """
+    cfg, hw = as_model_config(cfg), hardware_arg(hw)
+    require_positive("tokens_per_s", tokens_per_s, integer=False)
+    rows = covering_rows(cfg, hw, tp=tp, batch=batch, weights=weights)   # checks tp, batch, weights
+    kind = (f"{'MoE' if cfg.is_moe else 'dense'} {'under TP' if tp > 1 else 'on one GPU'} on "
+            f"{hw.architecture}, {weights.label if hasattr(weights, 'label') else weights} weights, batch {batch}")
+    if not rows:
+        return {"published_rows": [], "published_efficiency": None, "published_tokens_per_s": None,
+                "published_note": f"no published row covers {kind}; no efficiency band applied "
+                                  "(a band from another kind of system would not transfer)"}
+    eff = []
+    for row in rows:
+        p = row_precision(row["weights"])
+        bound = plan_report(model_config(row["preset"]), row["gpu"], tp=row["n_gpus"], batch=row["batch"],
+                            context=row["context"] or 0, prompt=0, weights=row["weights"].partition("+")[0],
+                            kv=p.kv, published=False)["decode_tokens_per_s"]
+        eff.append((1 / row["measured"]) / bound)
+    lo, hi = min(eff), max(eff)
+    ctx = sorted({row["context"] or 0 for row in rows})
+    ctx = f"context {ctx[0]:,}" if len(ctx) == 1 else f"contexts {ctx[0]:,}–{ctx[-1]:,}"
+    return {"published_rows": [row["id"] for row in rows], "published_efficiency": [lo, hi],
+            "published_tokens_per_s": [lo * tokens_per_s, hi * tokens_per_s],
+            "published_note": f"{len(rows)} published row{'s' * (len(rows) > 1)} cover{'s' * (len(rows) == 1)} "
+                              f"{kind} ({ctx}): {', '.join(row['id'] for row in rows)}"}
+
+
+def _per_kernel_rows(r: dict) -> list:
+    if r["critical_batch_routed_experts"] is None and r["params_total"] == r["params_active"]:
+        return []
+    show = lambda x: "never compute-bound" if x is None else f"{x:,} sequences"  # noqa: E731
+    return [("  attention, dense", show(r["critical_batch_dense_part"])),
+            ("  routed experts", show(r["critical_batch_routed_experts"]) + " (each expert sees B·k/E tokens)")]
+
+
+def _published_rows(r: dict) -> list:
+    if "published_note" not in r:
+        return []
+    if r["published_tokens_per_s"] is None:
+        return [("published range", r["published_note"])]
+    (lo, hi), (elo, ehi) = r["published_tokens_per_s"], r["published_efficiency"]
+    return [("published range", f"{lo:,.1f}–{hi:,.1f} tokens/s: the bound × {100 * elo:.1f}–{100 * ehi:.1f} % "
+                                "efficiency of the covering published rows"),
+            ("  rows", r["published_note"])]
 
 
 def _table(r: dict) -> str:
@@ -196,9 +277,11 @@ def _table(r: dict) -> str:
          f"{fmt_si(r['prefill_s'], 's')} ({r['prefill_binds']}-bound)"),
         ("critical batch (tp = 1)", "never compute-bound" if r["critical_batch"] is None
          else f"{r['critical_batch']:,} sequences on one GPU holding the whole model"),
+        *_per_kernel_rows(r),
         ("TP traffic per token", "none (tp = 1)" if not r["tp"] > 1 else f"{fmt_bytes(r['tp_bytes_per_token'])} "
                                  "handed to all-reduce over all layers"),
     ]
+    rows += _published_rows(r)
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 

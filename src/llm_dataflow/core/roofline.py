@@ -20,15 +20,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .accounting import (decode_step_bytes, decode_step_flops, prefill_bytes, prefill_flops,
-                         quantised_matmul_params, weight_bytes_read)
-from .config import ModelConfig, as_model_or_count
+from .accounting import (decode_step_bytes, decode_step_flops, expected_experts_hit, prefill_bytes,
+                         prefill_flops, quantised_matmul_params, tensor_bytes, weight_bytes_read)
+from .config import ModelConfig, as_model_config, as_model_or_count, tensor_specs
 from .formats import as_precision_plan
 from .hardware import HardwareSpec, hardware
 from .units import check_dtype, no_overflow, require_nonnegative, require_positive
 
 __all__ = ["StepBounds", "decode_step_bounds", "prefill_bounds", "decode_step_lower_bound",
-           "prefill_lower_bound", "critical_batch"]
+           "prefill_lower_bound", "critical_batch", "KernelCriticalBatch", "critical_batch_per_kernel"]
 # also public, for the calculators (not re-exported by ``ldf``): as_roofline_hardware
 
 
@@ -254,6 +254,12 @@ def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: in
     def compute_bound(b):  # the test of StepBounds.bound, without recounting the model
         return b * c1 > (weight_bytes_read(cfg, plan, b, embedding=embedding) + b * k) / bw
 
+    return _first_batch(compute_bound, max_batch)
+
+
+def _first_batch(compute_bound, max_batch: int) -> float:
+    """The smallest B in [1, max_batch] with ``compute_bound(B)`` (monotone in B), or ``math.inf``:
+    doubling, then bisection."""
     if compute_bound(1):
         return 1
     hi = 1
@@ -266,3 +272,98 @@ def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: in
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
     return hi
+
+
+# --------------------------------------------------------------------------------------------
+# the critical batch per kernel (MoE)
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelCriticalBatch:
+    """The decode critical batch of one step, blended and per kernel group (sequences).
+
+    A step's kernels do not turn compute-bound together.  The routed-expert GEMMs of an MoE see
+    only the tokens routed to each expert, ``B·k/E`` on average once every expert is hit, so they
+    cross the ridge only from about ``ridge_batch × E / k`` sequences; the rest of the step
+    (attention and its KV read, dense and shared-expert MLPs, router, LM head) sees all B.
+
+    Attributes:
+        blended: :func:`critical_batch` — the whole step's FLOPs against its bytes.
+        dense_part: the same test on every kernel but the routed experts (their weights, the KV
+            traffic, their FLOPs); ``math.inf`` when the KV read keeps them memory-bound.
+        routed_experts: the same test on the routed-expert GEMMs alone: FLOPs ``2·k·P_e·B``
+            against bytes ``expected_experts_hit(E, k, B) × bytes of one expert`` (every MoE
+            layer); ``None`` for a dense model.
+        ridge_batch: ``b · F / (2 · BW)``: the batch at which a weight of ``b`` bytes run at the
+            experts' peak F (FLOP/s) turns compute-bound when every token uses it (bytes per
+            weight × ridge point / 2); ``None`` for a dense model.
+        experts_over_k: ``E / k``; ``None`` for a dense model.
+    """
+
+    blended: float
+    dense_part: float
+    routed_experts: float | None
+    ridge_batch: float | None
+    experts_over_k: float | None
+
+    @property
+    def closed_form(self) -> float | None:
+        """``ridge_batch × E / k``: the routed experts' critical batch when the batch reaches every
+        expert.  The search (:attr:`routed_experts`) counts the experts hit,
+        ``expected_experts_hit(E, k, B)``, and lands at or within one sequence of it wherever every
+        expert is hit at that batch, as for every MoE preset (``tests/test_moe_planning.py``)."""
+        return None if self.ridge_batch is None else self.ridge_batch * self.experts_over_k
+
+
+@no_overflow('context_len', 'max_batch', finite=False)
+def critical_batch_per_kernel(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: int = 2**20,
+                              compute_dtype: str | None = None, kv_dtype: str | None = None,
+                              embedding: str = "rows", mla: str = "absorbed") -> KernelCriticalBatch:
+    """The decode critical batch of each kernel group beside the blended one (:class:`KernelCriticalBatch`).
+
+    The blended figure (:func:`critical_batch`) sums a step's bytes and FLOPs, which averages the
+    routed-expert GEMMs — most of an MoE's bytes — with kernels that see every token.  Here the
+    step is split in two, each part tested as :func:`critical_batch` tests the whole (same
+    counts: :func:`~llm_dataflow.core.accounting.weight_bytes_read`, the compute seconds of
+    :func:`decode_step_bounds`): the routed experts, and everything else.  The parts' FLOPs and
+    bytes add up to the step's.  Compute runs at the plan's peaks: the experts' FLOPs at the
+    quantised format's peak when the format quantises them (FP8 on Hopper), else at the
+    activation dtype's.
+
+    DeepSeek-V3 on an H100 SXM in BF16 at context 0: blended 5,405, dense part 296, routed
+    experts 9,451 ≈ ``295.3 × 256 / 8`` (``tests/test_roofline.py`` pins these).
+
+    Raises:
+        ValueError: ``cfg`` not a ModelConfig or preset name (the split needs the tensor list),
+            ``context_len`` < 0, ``max_batch`` < 1, unknown hardware or dtype.
+    """
+    require_positive("max_batch", max_batch)
+    require_nonnegative("context_len", context_len)
+    hw, cfg = as_roofline_hardware(hw), as_model_config(cfg)
+    plan = as_precision_plan(dtype, kv_dtype)
+    blended = critical_batch(cfg, hw, context_len, plan, max_batch=max_batch, compute_dtype=compute_dtype,
+                             embedding=embedding, mla=mla)
+    bw = hw.hbm_bandwidth
+    f = decode_step_flops(cfg, 1, context_len, mla=mla)
+    c1 = _compute_s(cfg, hw, plan, compute_dtype, f, 1)[0]           # s per sequence, whole step
+    k_bytes = (decode_step_bytes(cfg, 1, context_len, plan, embedding=embedding)
+               - weight_bytes_read(cfg, plan, 1, embedding=embedding))   # KV bytes per sequence
+    if not cfg.is_moe:
+        return KernelCriticalBatch(blended, blended, None, None, None)
+    expert = [t for t in tensor_specs(cfg) if t.role == "expert" and t.expert == 0]
+    e_params = sum(t.numel for t in expert)                          # one expert, every MoE layer
+    e_bytes = sum(tensor_bytes(t, plan.weights, plan.quant) for t in expert)
+    E, k = cfg.n_routed_experts, cfg.n_experts_per_token
+    peak = hw.flops(compute_dtype or plan.compute_dtype(hw))
+    if compute_dtype is None and plan.quant is not None and "expert" in plan.quant.keep:
+        peak = hw.flops(plan.activation_dtype)
+    e_c1 = 2 * k * e_params / peak                                   # expert compute s per sequence
+
+    def experts_bound(b):
+        return b * e_c1 > e_bytes * expected_experts_hit(E, k, b) / bw
+
+    def rest_bound(b):
+        rest_bytes = weight_bytes_read(cfg, plan, b, embedding=embedding) - e_bytes * expected_experts_hit(E, k, b)
+        return b * (c1 - e_c1) > (rest_bytes + b * k_bytes) / bw
+
+    return KernelCriticalBatch(blended, _first_batch(rest_bound, max_batch), _first_batch(experts_bound, max_batch),
+                               e_bytes / e_params * peak / (2 * bw), E / k)

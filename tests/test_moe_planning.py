@@ -1,0 +1,166 @@
+"""Honest MoE planning (issue 27, item 6): the critical batch per kernel, the published
+MoE-under-TP decode rows, and the range ``plan`` prints from the rows that cover a deployment."""
+import json
+import math
+
+import pytest
+
+import llm_dataflow as ldf
+from llm_dataflow.core import coverage
+from llm_dataflow.core.plan import main, plan_report, published_range
+
+#: (model, GPU) -> (blended, attention and dense part, routed experts): BF16, context 0.
+PER_KERNEL = {
+    ("DeepSeek-V3", "H100-SXM"): (5405, 296, 9451), ("DeepSeek-V3", "H200"): (3772, 207, 6597),
+    ("Qwen3-30B-A3B", "H100-SXM"): (2949, 299, 4726), ("Qwen3-30B-A3B", "H200"): (2055, 208, 3299),
+    ("Mixtral-8x7B", "H100-SXM"): (1081, 300, 1182), ("Mixtral-8x7B", "H200"): (754, 209, 825),
+}
+
+
+@pytest.mark.parametrize("model,hw", list(PER_KERNEL))
+def test_critical_batch_per_kernel(model, hw):
+    k = ldf.critical_batch_per_kernel(model, hw)
+    assert (k.blended, k.dense_part, k.routed_experts) == PER_KERNEL[model, hw]
+    assert k.blended == ldf.critical_batch(model, hw)
+    cfg, spec = ldf.model_config(model), ldf.hardware(hw)
+    # the experts' closed form: ridge batch b·F/(2·BW) times E/k; the search lands within one sequence
+    ridge = 2 * spec.flops("bf16") / (2 * spec.hbm_bandwidth)
+    assert k.ridge_batch == pytest.approx(ridge)
+    assert k.experts_over_k == cfg.n_routed_experts / cfg.n_experts_per_token
+    assert abs(k.routed_experts - k.closed_form) <= 1
+    # the blended figure lies between its parts: it averages the kernels
+    assert k.dense_part < k.blended < k.routed_experts
+
+
+def test_deepseek_v3_issue_numbers():
+    """Issue 27: the routed experts need about ridge × E / k ≈ 9,450 sequences on an H100 in BF16,
+    where the blended figure says 5,405."""
+    k = ldf.critical_batch_per_kernel("DeepSeek-V3", "H100-SXM")
+    assert round(k.ridge_batch, 1) == 295.3 and k.experts_over_k == 32
+    assert round(k.closed_form) == 9451 and k.blended == 5405
+
+
+def test_per_kernel_parts_are_the_step():
+    """At the routed experts' crossover the two parts' compute and memory terms add up to the
+    whole step's (decode_step_bounds), so the split loses nothing."""
+    cfg, hw = ldf.model_config("Mixtral-8x7B"), ldf.hardware("H100-SXM")
+    b = 700
+    step = ldf.decode_step_bounds(cfg, hw, b, 0)
+    expert = [t for t in ldf.tensor_specs(cfg) if t.role == "expert" and t.expert == 0]
+    e_bytes = sum(t.numel for t in expert) * 2 * ldf.expected_experts_hit(8, 2, b)
+    e_flops = 2 * 2 * sum(t.numel for t in expert) * b
+    rest_flops, rest_bytes = step.flops - e_flops, step.nbytes - e_bytes
+    assert rest_flops > 0 and rest_bytes > 0
+    # the dense part alone is compute-bound here (B > 300), the experts still memory-bound (B < 1,182)
+    assert rest_flops / hw.flops("bf16") > rest_bytes / hw.hbm_bandwidth
+    assert e_flops / hw.flops("bf16") < e_bytes / hw.hbm_bandwidth
+
+
+def test_dense_model_has_one_kernel_group():
+    k = ldf.critical_batch_per_kernel("Llama-3-8B", "H100-SXM")
+    assert k.blended == k.dense_part == 297 and k.routed_experts is None and k.closed_form is None
+
+
+def test_per_kernel_fp8_and_long_context():
+    k = ldf.critical_batch_per_kernel("DeepSeek-V3", "H200", 0, "fp8")
+    assert (k.blended, k.dense_part, k.routed_experts) == (3675, 207, 6598)
+    # the KV read at 32K keeps the attention part memory-bound on an H100 (MLA's 242 FLOP/B < 295)
+    long = ldf.critical_batch_per_kernel("DeepSeek-V3", "H100-SXM", 32768, max_batch=2**16)
+    assert long.dense_part == math.inf and long.routed_experts == 9451
+    with pytest.raises(ValueError, match="context_len"):
+        ldf.critical_batch_per_kernel("DeepSeek-V3", "H100-SXM", -1)
+    with pytest.raises(ValueError, match="cfg"):
+        ldf.critical_batch_per_kernel(7e9, "H100-SXM")
+
+
+# --- published rows and what covers a deployment ------------------------------------------------
+ROWS = {r.id: r for r in ldf.published_measurements()}
+SGLANG = ("sglang-pr2643-deepseek-v3-tp8-bs1", "sglang-issue15869-deepseek-v3-0324-tp8-bs1")
+
+
+def test_sglang_rows_as_published():
+    a, b = ROWS[SGLANG[0]], ROWS[SGLANG[1]]
+    assert (a.value, a.unit, a.batch, a.n_gpus, a.gpu, a.weights) == (30.29, "tokens/s", 1, 8, "H200", "fp8")
+    assert (b.value, b.unit, b.batch, b.n_gpus, b.gpu, b.weights) == (112.51, "tokens/s", 1, 8, "H200", "fp8")
+    assert "sglang/pull/2643" in a.source and "30.29 token/s" in a.source
+    assert "sglang/issues/15869" in b.source and "112.51" in b.source
+    for r in (a, b):
+        assert r.measured == pytest.approx(1 / r.value) and not r.beats_bound
+    # appendix 09's section on MoE under TP states these efficiencies (bound on 8 GPUs summed)
+    assert (round(100 * a.efficiency, 1), round(100 * b.efficiency, 1)) == (3.0, 11.0)
+
+
+def test_covering_rule():
+    ds, h200 = ldf.model_config("DeepSeek-V3"), ldf.hardware("H200")
+    ids = lambda rows: [r["id"] for r in rows]  # noqa: E731
+    assert ids(coverage.covering_rows(ds, h200, tp=8, batch=1, weights="fp8")) == list(SGLANG)
+    # the same GPU class covers (Hopper), another weight element or batch or layout does not
+    assert ids(coverage.covering_rows(ds, "H800-SXM", tp=8, batch=1, weights="fp8")) == list(SGLANG)
+    assert coverage.covering_rows(ds, h200, tp=8, batch=1, weights="bf16") == []
+    assert coverage.covering_rows(ds, h200, tp=8, batch=8, weights="fp8") == []
+    assert coverage.covering_rows(ds, h200, tp=1, batch=1, weights="fp8") == []
+    # a dense model under TP on Hopper in FP8: no row, even though MoE rows exist there
+    assert coverage.covering_rows("Llama-3.1-70B", h200, tp=8, batch=1, weights="fp8") == []
+    # Mixtral on 8 A100s in BF16: gpt-fast's MoE-under-TP row; dense TP rows do not cover an MoE
+    assert ids(coverage.covering_rows("Mixtral-8x7B", "A100-80GB-SXM", tp=8, batch=1, weights="bf16")) \
+        == ["gptfast-mixtral-bf16-tp8"]
+    # the rows are tensor parallel without expert parallelism: an EP deployment is covered by none
+    assert coverage.covering_rows(ds, h200, tp=8, batch=1, weights="fp8", ep=8) == []
+    with pytest.raises(ValueError, match="tp"):
+        coverage.covering_rows(ds, h200, tp=0, batch=1, weights="fp8")
+    with pytest.raises(ValueError, match="weights"):
+        coverage.row_precision(3)
+
+
+def test_plan_deepseek_v3_h200_tp8_fp8():
+    r = plan_report("DeepSeek-V3", "H200", tp=8, weights="fp8")
+    assert round(r["decode_tokens_per_s"], 1) == 1019.4
+    assert (r["critical_batch"], r["critical_batch_dense_part"], r["critical_batch_routed_experts"]) == (3675, 207, 6598)
+    assert r["published_rows"] == list(SGLANG)
+    lo, hi = r["published_tokens_per_s"]
+    elo, ehi = r["published_efficiency"]
+    assert (round(lo, 1), round(hi, 1)) == (30.3, 112.6)
+    assert (round(100 * elo, 1), round(100 * ehi, 1)) == (3.0, 11.0)
+    # each row's efficiency is its tokens/s over plan's own bound for the row's setting
+    own = plan_report("DeepSeek-V3", "H200", tp=8, context=51, prompt=0, weights="fp8", published=False)
+    assert ehi == pytest.approx(112.51 / own["decode_tokens_per_s"])
+    assert "published_note" not in own
+
+
+def test_plan_says_when_no_row_covers():
+    r = plan_report("Qwen3-30B-A3B", "H100-SXM", tp=2, weights="bf16")
+    assert r["published_rows"] == [] and r["published_tokens_per_s"] is None
+    assert r["published_note"].startswith("no published row covers MoE under TP on Hopper, bf16 weights, batch 1")
+    with pytest.raises(ValueError, match="tokens_per_s"):
+        published_range(ldf.model_config("Qwen3-30B-A3B"), "H100-SXM", tp=2, batch=1, weights="bf16",
+                        tokens_per_s=0)
+
+
+def test_plan_command_prints_the_range(capsys):
+    assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8"]) == 0
+    out = capsys.readouterr().out
+    assert "≤ 1,019.4 tokens/s" in out
+    assert "published range          30.3–112.6 tokens/s: the bound × 3.0–11.0 % efficiency" in out
+    assert "  routed experts         6,598 sequences" in out and "  attention, dense       207 sequences" in out
+    assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["published_rows"] == list(SGLANG) and j["critical_batch_routed_experts"] == 6598
+
+
+def test_appendix_moe_under_tp_numbers():
+    """The numbers appendix 09 (section 7, planning section, summary) states for MoE under TP."""
+    r = plan_report("DeepSeek-V3", "H200", tp=8, weights="fp8")
+    cfg, h200 = ldf.model_config("DeepSeek-V3"), ldf.hardware("H200")
+    assert round(r["decode_tokens_per_s"]) == 1019 and r["binds"] == "memory"
+    assert round(r["decode_step_s"] * h200.hbm_bandwidth / 1e9, 1) == 4.7        # GB read per GPU per step
+    assert (cfg.n_layers, sum(map(cfg.is_moe_layer, range(cfg.n_layers)))) == (61, 58)
+    assert (cfg.n_routed_experts, cfg.n_experts_per_token, cfg.n_shared_experts) == (256, 8, 1)
+    e = [ROWS[i].efficiency for i in SGLANG]
+    assert (round(100 * min(e)), round(100 * max(e))) == (3, 11)
+    # the dense tensor-parallel band of section 9 (27–72 %) would have given 275–734 tokens/s
+    tp = [ROWS[i].efficiency for i in ("gptfast-llama2-7b-tp8", "gptfast-llama2-70b-tp2", "gptfast-llama2-70b-tp8",
+                                       "gptfast-llama31-70b-tp8")]
+    lo, hi = round(100 * min(tp)), round(100 * max(tp))
+    assert (lo, hi) == (27, 72)
+    assert (round(r["decode_tokens_per_s"] * lo / 100), round(r["decode_tokens_per_s"] * hi / 100)) == (275, 734)
+    assert ldf.COVERS.startswith("a published decode row with its batch covers")

@@ -8,11 +8,14 @@ zero points, tensor scales); :data:`WEIGHT_FORMATS` names the formats the book's
 """
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import functools
 import math
+import re
 from dataclasses import dataclass
 
-from .units import check_dtype, dtype_bits, require_positive
+from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
 
 __all__ = ["QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS",
            "KV_DTYPES", "KV_QUANT_DTYPES"]
@@ -45,9 +48,26 @@ class QuantSpec:
         tensor_scale_dtype: a second-level scale, one per tensor (NVFP4: FP32), or ``None``.
         keep: roles left in the plan's unquantised dtype (default: embeddings, lm_head, norms,
             router, biases).
+        keep_modules: module names a checkpoint keeps in high precision (config.json's
+            ``modules_to_not_convert``, ``ignore``, ``ignored_layers``): a plain name matches the
+            module, its ancestors and any module ending in it (``"lm_head"``, ``"model.layers.0.mlp"``,
+            ``"self_attn"``); ``*`` globs (``"model.layers.*.self_attn"``); ``"re:<regex>"`` matches
+            from the start of the module name (compressed-tensors' convention).
+        per_tensor: one scale per tensor (per-tensor FP8) instead of groups, blocks or channels.
+        g_idx: an int32 group index per input channel is stored (GPTQ's ``g_idx``, AutoGPTQ
+            saves it whatever ``desc_act`` says): ``4·in_features`` B per tensor.
+        nested_group: scales are themselves quantised (bitsandbytes' double quantisation):
+            one FP32 scale per ``nested_group`` group scales.
+        per_tensor_bytes: further bytes every quantised tensor stores (a static FP32 input
+            scale: 4; compressed-tensors' packed ``weight_shape``: 16; bitsandbytes' quant maps).
+        source: where the spec comes from (e.g. ``"config.json quantization_config: gptq ..."``).
+        engine_drops: parts a serving engine frees after loading (``"zero_point"``, ``"g_idx"``):
+            vLLM's Marlin kernels for symmetric GPTQ hold no ``qzeros`` and, without act-order, no
+            ``g_idx`` (``gptq_marlin.py``; :meth:`as_loaded`).
 
     Bytes of a quantised ``[out, in]`` weight: ``ceil(out·in·bits/8) + n_groups·scale_bytes
-    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale)``.
+    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale) (+ 4·in with g_idx)
+    (+ 4·ceil(n_groups / nested_group)) + per_tensor_bytes``.
 
     Raises:
         ValueError: unknown dtypes, non-positive group size, both group and block given.
@@ -60,10 +80,32 @@ class QuantSpec:
     zero_point: bool = False
     keep: tuple = ("embedding", "position_embedding", "lm_head", "norm", "router", "bias")
     tensor_scale_dtype: str | None = None
+    keep_modules: tuple = ()
+    per_tensor: bool = False
+    g_idx: bool = False
+    nested_group: int | None = None
+    per_tensor_bytes: int = 0
+    source: str = ""
+    engine_drops: tuple = ()
 
     def __post_init__(self):
         check_dtype(self.weight_dtype, ("int8", "int4", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"), "weight_dtype")
-        check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16", "fp8_e4m3", "e8m0"), "scale_dtype")
+        check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16", "fp8_e4m3", "e8m0", "int8"), "scale_dtype")
+        if not isinstance(self.keep_modules, tuple) or not all(isinstance(m, str) for m in self.keep_modules):
+            raise ValueError(f"keep_modules={self.keep_modules!r} must be a tuple of module names")
+        for f in ("per_tensor", "g_idx"):
+            if not isinstance(getattr(self, f), bool):
+                raise ValueError(f"{f}={getattr(self, f)!r} is not allowed; it must be True or False")
+        if self.per_tensor and (self.group_size is not None or self.block_shape is not None):
+            raise ValueError("per_tensor=True takes no group_size or block_shape")
+        if self.nested_group is not None:
+            require_positive("nested_group", self.nested_group)
+        require_nonnegative("per_tensor_bytes", self.per_tensor_bytes)
+        if not isinstance(self.engine_drops, tuple) or not set(self.engine_drops) <= {"zero_point", "g_idx"}:
+            raise ValueError(f"engine_drops={self.engine_drops!r} is not allowed; allowed: a tuple of "
+                             "'zero_point', 'g_idx'")
+        if not isinstance(self.source, str):
+            raise ValueError(f"source={self.source!r} is not allowed; it must be a string")
         if self.tensor_scale_dtype is not None:
             check_dtype(self.tensor_scale_dtype, ("fp32", "fp16", "bf16"), "tensor_scale_dtype")
         if self.group_size is not None:
@@ -115,6 +157,8 @@ class QuantSpec:
         """
         numel = math.prod(shape)
         n_out = numel // in_features
+        if self.per_tensor:
+            return 1
         if self.block_shape is not None:
             br, bc = self.block_shape
             return math.ceil(n_out / br) * math.ceil(in_features / bc)
@@ -132,12 +176,62 @@ class QuantSpec:
             nbytes += math.ceil(groups * bits / 8)
         if self.tensor_scale_dtype is not None:
             nbytes += dtype_bits(self.tensor_scale_dtype) // 8
-        return nbytes
+        if self.g_idx:
+            nbytes += 4 * in_features
+        if self.nested_group is not None:
+            nbytes += 4 * math.ceil(groups / self.nested_group)
+        return nbytes + self.per_tensor_bytes
+
+    def as_loaded(self) -> "QuantSpec":
+        """The spec of what a serving engine holds after loading: this one less
+        :attr:`engine_drops` (itself when nothing is dropped)."""
+        if not self.engine_drops:
+            return self
+        return dataclasses.replace(self, zero_point=self.zero_point and "zero_point" not in self.engine_drops,
+                                   g_idx=self.g_idx and "g_idx" not in self.engine_drops, engine_drops=())
+
+    def keeps(self, name: str, role: str) -> bool:
+        """Whether the checkpoint tensor ``name`` (Hugging Face naming, e.g.
+        ``"model.layers.3.self_attn.q_proj.weight"``) of ``role`` stays unquantised: its role is
+        in :attr:`keep`, or its module matches :attr:`keep_modules` (under its own name or the
+        names other checkpoints give the same module: Mixtral's ``block_sparse_moe``, gpt-oss's
+        ``mlp.router``)."""
+        if role in self.keep:
+            return True
+        return bool(self.keep_modules) and _kept_module(name, self.keep_modules)
 
     @property
     def is_float(self) -> bool:
         """True for FP8 and FP4 formats (tensor cores multiply them directly)."""
         return self.weight_dtype.startswith("fp")
+
+
+_ALIASES = ((".mlp.experts.", ".block_sparse_moe.experts."), (".gate_proj", ".w1"), (".up_proj", ".w3"),
+            (".down_proj", ".w2"), (".mlp.gate", ".block_sparse_moe.gate"), (".mlp.gate", ".mlp.router"))
+
+
+@functools.lru_cache(maxsize=65536)
+def _kept_module(name: str, patterns: tuple) -> bool:
+    """``name``'s module (``name`` less ``.weight``/``.bias``) or one of its aliases matches a pattern."""
+    module = name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name
+    forms = {module}
+    for a, b in _ALIASES:
+        forms |= {f.replace(a, b) for f in forms if a in f}
+    for pat in patterns:
+        if pat.startswith("re:"):
+            if any(re.match(pat[3:], f) for f in forms):
+                return True
+            continue
+        p = pat[:-len(".weight")] if pat.endswith(".weight") else pat
+        for f in forms:
+            parts = f.split(".")
+            prefixes = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+            if "*" in p or "?" in p:
+                if any(fnmatch.fnmatchcase(x, p) for x in prefixes):
+                    return True
+            elif f == p or f.startswith(p + ".") or f.endswith("." + p) or f".{p}." in f".{f}.":
+                return True
+    return False
 
 
 #: Weight formats by name (``plan --weights NAME``, the calculators): ``None`` = unquantised.

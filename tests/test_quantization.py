@@ -267,3 +267,17 @@ def test_fp8_llama_70b_fits_an_h200():
     r = plan_report(cfg, "H200", context=8192)
     assert r["weights_source"] == "checkpoint" and r["fits"]
     assert r["weight_bytes_per_gpu"] / GiB == pytest.approx(67.7, rel=0.01)
+
+
+def test_readme_examples_are_what_plan_prints(capsys):
+    import re
+    import shlex
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for cmd in ("plan Qwen3-30B-A3B --hardware H100-SXM --tp 4 --weights fp8",
+                "plan DeepSeek-V3 --hardware H200 --ep 8 --weights fp8 --context 4096 --batch 16"):
+        block = re.search(re.escape(cmd) + r"\n```\n\n(?:prints, among its rows,\n\n)?```text\n(.*?)\n```", readme, re.S)
+        assert block, cmd
+        rc = main(shlex.split(cmd))
+        got = capsys.readouterr()
+        lines = (got.out + got.err).splitlines()
+        assert rc in (0, 2) and all(line in lines for line in block.group(1).splitlines()), cmd

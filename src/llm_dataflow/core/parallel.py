@@ -150,7 +150,7 @@ def check_quant_shards(cfg, quant, tp: int = 1, ep: int = 1) -> None:
         if shard % n:
             raise ValueError(
                 f"tensor parallel degree tp={tp} splits the {what} ({field}={width}) into {shard}-wide shards, "
-                f"not a multiple of the checkpoint's {unit} ({n}); {rule}. Allowed: a tp whose shards are "
+                f"not a multiple of the weight format's {unit} ({n}); {rule}. Allowed: a tp whose shards are "
                 f"multiples of {n}" + (", or ep > 1 so that experts stay whole" if "expert" in what else ""))
 
 

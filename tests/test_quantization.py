@@ -43,6 +43,16 @@ def test_fp8_block_bytes():
     assert q.tensor_bytes((576, 7168), 7168) == 576 * 7168 + 5 * 56 * 4
 
 
+def test_fp8_fmt_spellings_and_null_lists():
+    # MiniMax-M2's config.json writes fmt "float8_e4m3fn"; others write "modules_to_not_convert": null
+    q = quant_spec_from_config({"activation_scheme": "dynamic", "fmt": "float8_e4m3fn", "quant_method": "fp8",
+                                "weight_block_size": [128, 128], "modules_to_not_convert": ["gate", "lm_head"]})
+    assert q.weight_dtype == "fp8_e4m3" and q.keeps("model.layers.1.mlp.gate.weight", "mlp")
+    assert quant_spec_from_config({**DEEPSEEK_V3_FP8, "modules_to_not_convert": None}).keep_modules == ()
+    with pytest.raises(ValueError, match="quantization_config.fmt='e3m4'"):
+        quant_spec_from_config({**DEEPSEEK_V3_FP8, "fmt": "e3m4"})
+
+
 def test_fp8_per_tensor_and_static_input_scale():
     q = quant_spec_from_config({"quant_method": "fp8", "activation_scheme": "static"})
     assert q.per_tensor and q.tensor_bytes((4096, 4096), 4096) == 4096 * 4096 + 4 + 4

@@ -111,9 +111,10 @@ def quant_spec_from_config(quantization_config, torch_dtype: str | None = None) 
         method = "bitsandbytes"
     if method == "fp8":
         keep = _names(qc, "modules_to_not_convert", "ignored_layers")
-        fmt = qc.get("fmt", "e4m3")
+        fmt = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}.get(qc.get("fmt"), qc.get("fmt") or "e4m3")
         if fmt not in ("e4m3", "e5m2"):
-            raise ValueError(f"quantization_config.fmt={fmt!r} is not allowed; allowed: e4m3, e5m2")
+            raise ValueError(f"quantization_config.fmt={qc.get('fmt')!r} is not allowed; allowed: e4m3, e5m2, "
+                             "float8_e4m3fn, float8_e5m2")
         block = qc.get("weight_block_size")
         static = qc.get("activation_scheme", "dynamic") == "static"
         if block is not None:

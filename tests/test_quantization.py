@@ -152,6 +152,8 @@ def test_module_patterns():
     assert not q.keeps("model.layers.10.mlp.down_proj.weight", "mlp")
     assert q.keeps("model.layers.7.self_attn.k_proj.weight", "attn")
     # Mixtral's own module names reach the book's Qwen/DeepSeek-style expert names
+    with pytest.raises(ValueError, match="keep_modules=.*not a regular expression"):
+        QuantSpec("fp8_e4m3", keep_modules=("re:(",))
     mix = QuantSpec("int4", 128, keep_modules=("block_sparse_moe.experts.0.w2",))
     assert mix.keeps("model.layers.3.mlp.experts.0.down_proj.weight", "expert")
     assert not mix.keeps("model.layers.3.mlp.experts.1.down_proj.weight", "expert")

@@ -93,6 +93,7 @@ class QuantSpec:
         check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16", "fp8_e4m3", "e8m0", "int8"), "scale_dtype")
         if not isinstance(self.keep_modules, tuple) or not all(isinstance(m, str) for m in self.keep_modules):
             raise ValueError(f"keep_modules={self.keep_modules!r} must be a tuple of module names")
+        _compiled(self.keep_modules)             # a bad re: pattern raises here, naming keep_modules
         for f in ("per_tensor", "g_idx"):
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f}={getattr(self, f)!r} is not allowed; it must be True or False")
@@ -210,27 +211,50 @@ _ALIASES = ((".mlp.experts.", ".block_sparse_moe.experts."), (".gate_proj", ".w1
             (".down_proj", ".w2"), (".mlp.gate", ".block_sparse_moe.gate"), (".mlp.gate", ".mlp.router"))
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled(patterns: tuple) -> tuple:
+    """A keep list as (plain names, their first components, one regex of the globs and ``re:``
+    patterns or ``None``).
+
+    Raises:
+        ValueError: a ``re:`` pattern that is not a regular expression.
+    """
+    plain, alts = set(), []
+    for pat in patterns:
+        if pat.startswith("re:"):
+            alts.append(f"(?:{pat[3:]}).*")                    # re.match: from the start of the name
+            continue
+        p = pat[:-len(".weight")] if pat.endswith(".weight") else pat
+        if "*" in p or "?" in p or "[" in p:
+            t = fnmatch.translate(p)                           # '(?s:<glob>)\\Z'
+            alts.append(f"(?:{t[4:-3]})(?:\\..*)?")           # the module or an ancestor
+        else:
+            plain.add(p)
+    try:
+        rx = re.compile("(?s:" + "|".join(alts) + ")") if alts else None
+    except re.error as err:
+        raise ValueError(f"keep_modules={patterns!r} holds a pattern that is not a regular expression: {err}") from None
+    return frozenset(plain), frozenset(p.split(".")[0] for p in plain), rx
+
+
 @functools.lru_cache(maxsize=65536)
 def _kept_module(name: str, patterns: tuple) -> bool:
-    """``name``'s module (``name`` less ``.weight``/``.bias``) or one of its aliases matches a pattern."""
+    """``name``'s module (``name`` less ``.weight``/``.bias``) or one of its aliases matches a pattern:
+    a plain name that is a run of whole components of the module (``"lm_head"``, ``"model.layers.0.mlp"``,
+    ``"self_attn"``), a glob matching the module or an ancestor, or a ``re:`` regex matching from
+    its start."""
+    plain, heads, rx = _compiled(patterns)
     module = name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name
     forms = {module}
     for a, b in _ALIASES:
         forms |= {f.replace(a, b) for f in forms if a in f}
-    for pat in patterns:
-        if pat.startswith("re:"):
-            if any(re.match(pat[3:], f) for f in forms):
+    for f in forms:
+        parts = f.split(".")
+        for i, head in enumerate(parts):
+            if head in heads and any(".".join(parts[i:j]) in plain for j in range(i + 1, len(parts) + 1)):
                 return True
-            continue
-        p = pat[:-len(".weight")] if pat.endswith(".weight") else pat
-        for f in forms:
-            parts = f.split(".")
-            prefixes = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
-            if "*" in p or "?" in p:
-                if any(fnmatch.fnmatchcase(x, p) for x in prefixes):
-                    return True
-            elif f == p or f.startswith(p + ".") or f.endswith("." + p) or f".{p}." in f".{f}.":
-                return True
+        if rx is not None and rx.fullmatch(f):
+            return True
     return False
 
 

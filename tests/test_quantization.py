@@ -219,7 +219,7 @@ def test_tp_that_splits_fp8_blocks_is_refused_with_vllms_rule():
     # Qwen/Qwen3-30B-A3B-FP8 publishes: 768 / 4 = 192-wide expert shards
     q = ldf.model_config("Qwen3-30B-A3B").replace(quantization=quant_spec_from_config(DEEPSEEK_V3_FP8))
     with pytest.raises(ValueError, match=r"tp=4 splits the expert gate/up \(moe_d_ff=768\) into 192-wide shards.*"
-                                         r"128×128 fp8_e4m3 block.*vLLM fp8.py"):
+                                         r"128×128 fp8_e4m3 block.*vLLM's rule \(fp8.py"):
         memory_fit(q, "H100-SXM", checkpoint_precision(q), tp=4)
     assert memory_fit(q, "H100-SXM", checkpoint_precision(q), tp=2).weights > 0          # 384 = 3 × 128
     ok = memory_fit(q, "H100-SXM", checkpoint_precision(q), tp=4, ep=4)               # experts whole

@@ -102,15 +102,18 @@ def _shards(cfg: ModelConfig, tp: int, ep: int) -> list:
 def check_quant_shards(cfg, quant, tp: int = 1, ep: int = 1) -> None:
     """Refuse a TP degree whose shards split a quantisation block or group, as vLLM does.
 
-    * FP8 blocks ``(block_n, block_k)``: a column-parallel shard's output width must be a
-      multiple of ``block_n`` and a row-parallel shard's input width of ``block_k``.  vLLM
-      ``vllm/model_executor/layers/quantization/fp8.py`` (``Fp8MoEMethod.create_weights``:
-      "The output_size of gate's and up's weight = {n} is not divisible by weight quantization
-      block_n = {block_n}", "The input_size of down's weight ... block_k") and
-      ``utils/fp8_utils.py`` (``validate_fp8_block_shape``: "Weight output_partition_size = ...
-      is not divisible by weight quantization block_n", "input_size_per_partition ... block_k").
-      E.g. Qwen3-30B-A3B-FP8 at TP 4: ``moe_d_ff`` 768 / 4 = 192-wide expert shards of 128-wide
-      blocks.
+    * FP8 blocks ``(block_n, block_k)``: every column-parallel shard's output width (each part
+      of a merged q/k/v or gate/up weight) must be a multiple of ``block_n``, and under TP a
+      row-parallel shard's input width a multiple of ``block_k``.  vLLM
+      ``vllm/model_executor/layers/quantization/fp8.py`` (vllm-project/vllm at 0071b24b, read for
+      this function): ``Fp8LinearMethod.create_weights`` raises "Weight output_partition_size =
+      {n} is not divisible by weight quantization block_n = {block_n}." and "Weight
+      input_size_per_partition = {k} is not divisible by weight quantization block_k =
+      {block_k}."; ``Fp8MoEMethod.create_weights`` raises "The output_size of gate's and up's
+      weight = {n} is not divisible by weight quantization block_n = {block_n}." and, at
+      TP > 1, "The input_size of down's weight = {n} is not divisible by
+      weight quantization block_k = {block_k}.".  E.g. Qwen3-30B-A3B-FP8 at TP 4: ``moe_d_ff``
+      768 / 4 = 192-wide expert shards of 128-wide blocks.
     * Groups along the input (GPTQ, AWQ, compressed-tensors groups, MXFP4's 32, NVFP4's 16): a
       row-parallel shard's input width must be a multiple of the group (vLLM ``gptq.py`` /
       ``awq.py``: "The input size is not aligned with the quantized weight shape. This can be
@@ -129,12 +132,13 @@ def check_quant_shards(cfg, quant, tp: int = 1, ep: int = 1) -> None:
     require_positive("ep", ep)
     if quant is not None and not isinstance(quant, QuantSpec):
         raise ValueError(f"quant={quant!r} is not allowed; give a QuantSpec or None")
-    if quant is None or tp == 1:
+    if quant is None or tp == 1:              # an unsplit checkpoint holds whole blocks by construction
         return
     if quant.block_shape is not None:
         need = {"out": quant.block_shape[0], "in": quant.block_shape[1]}
         unit = f"{quant.block_shape[0]}×{quant.block_shape[1]} {quant.weight_dtype} block"
-        rule = "vLLM fp8.py: a shard must hold whole blocks (… is not divisible by weight quantization block_n/block_k)"
+        rule = ("vLLM's rule (fp8.py, create_weights): each shard holds whole blocks, or it refuses with "
+                "'... is not divisible by weight quantization block_n' (block_k for row-parallel shards)")
     elif quant.group_size is not None:
         need = {"in": quant.group_size}
         unit = f"{quant.weight_dtype} group of {quant.group_size} inputs"

@@ -293,3 +293,21 @@ def test_readme_examples_are_what_plan_prints(capsys):
         got = capsys.readouterr()
         lines = (got.out + got.err).splitlines()
         assert rc in (0, 2) and all(line in lines for line in block.group(1).splitlines()), cmd
+
+
+def test_ep_decode_bound_reads_a_share_of_the_experts_hit():
+    # one GPU of DeepSeek-V3 in FP8 at tp 1, ep 8 (8 attention groups of batch 1): the non-expert
+    # weights whole, 1/8 of the experts the 8 tokens hit (uniform routing), its own KV
+    from llm_dataflow.core.accounting import expected_experts_hit, kv_bytes, tensor_bytes, weight_bytes_read
+    from llm_dataflow.core.config import tensor_specs
+    from llm_dataflow.core.kv import kv_token_bytes
+    cfg = ldf.model_config("DeepSeek-V3")
+    plan = ldf.precision_plan("fp8")
+    r = plan_report(cfg, "H200", ep=8, weights="fp8", context=1024)
+    one = sum(tensor_bytes(t, plan.weights, plan.quant) for t in tensor_specs(cfg) if t.role == "expert" and t.expert == 0)
+    other = weight_bytes_read(cfg, plan, 1) - one * 8                   # batch 1 hits exactly k = 8 experts
+    kv = kv_bytes(cfg, 1024, 1, plan) + kv_token_bytes(cfg, plan.kv_dtype)
+    gpu = other + one * expected_experts_hit(256, 8, 8) / 8 + kv
+    hw = ldf.hardware("H200")
+    assert r["binds"] == "memory" and r["decode_step_s"] == pytest.approx(gpu / hw.hbm_bandwidth, rel=1e-12)
+    assert r["decode_tokens_per_s"] == pytest.approx(8 / r["decode_step_s"])

@@ -108,7 +108,8 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     ``weights_source`` (``"checkpoint"`` or ``"override"``), ``checkpoint_format`` (what
     config.json's ``quantization_config`` says, or ``"unquantised"``),
     ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``weight_bytes``
-    (stored, whole model), ``weight_bytes_per_gpu``, ``kv_bytes_per_token`` (whole model),
+    (stored, whole model: what the files hold), ``weight_bytes_per_gpu`` (what one GPU holds after
+    loading: its shards, less what the engine frees, e.g. symmetric GPTQ's zero points under Marlin), ``kv_bytes_per_token`` (whole model),
     ``kv_bytes`` (batch × context, whole model), ``kv_bytes_per_gpu``, ``activation_bytes_per_gpu``,
     ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, the serving-engine memory
     (:func:`~llm_dataflow.core.serving.engine_memory`: ``memory_convention``, ``memory_fraction``,
@@ -216,7 +217,7 @@ def _table(r: dict) -> str:
                        f"weights {r['weights']} (--weights overrides the checkpoint's format)")
          + f", KV cache {r['kv_dtype']}, compute {r['compute_dtype']}"),
         ("parameters", f"{r['params_total']:,} total, {r['params_active']:,} active per token"),
-        ("weight bytes", f"{b(r['weight_bytes'])}; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])}"),
+        ("weight bytes", f"{b(r['weight_bytes'])} stored; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])} as loaded"),
         ("KV bytes per token", b(r["kv_bytes_per_token"])),
         ("KV bytes at context", f"{b(r['kv_bytes'])}; per GPU {fmt_bytes(r['kv_bytes_per_gpu'])}"),
         ("device memory", f"{fmt_gib(r['runtime_memory_bytes'])} per GPU as the runtime reports it "

@@ -85,6 +85,12 @@ def test_gptq_per_channel_and_bad_bits():
         quant_spec_from_config({"bits": 3, "group_size": 128, "quant_method": "gptq"})
 
 
+def test_gptq_per_module_overrides_are_refused():
+    with pytest.raises(ValueError, match="quantization_config.dynamic="):
+        quant_spec_from_config({"bits": 4, "group_size": 128, "quant_method": "gptq",
+                                "dynamic": {"-:.*mlp.gate": {}}})
+
+
 def test_awq_zero_points():
     q = quant_spec_from_config({"bits": 4, "group_size": 128, "quant_method": "awq", "version": "gemm",
                                 "zero_point": True})

@@ -43,8 +43,9 @@ act-order) — :meth:`QuantSpec.as_loaded` — which the memory fit counts.  Sou
 ``gptq_marlin.py``, ``awq.py``, ``mxfp4.py``, ``bitsandbytes.py``, ``compressed_tensors/``) and
 transformers ``src/transformers/utils/quantization_config.py``, read for this module.
 
-Refused rather than guessed: an unknown ``quant_method``, bit widths no format here stores, and
-compressed-tensors checkpoints whose config groups quantise weights differently.
+Refused rather than guessed: an unknown ``quant_method``, bit widths no format here stores,
+GPTQ's per-module ``dynamic`` overrides, and compressed-tensors checkpoints whose config groups
+quantise weights differently.
 """
 from __future__ import annotations
 
@@ -145,6 +146,9 @@ def quant_spec_from_config(quantization_config, torch_dtype: str | None = None) 
             raise ValueError(f"quantization_config.group_size={g} is not allowed; allowed: -1 or a positive integer")
         keep = _names(qc, "modules_to_not_convert")
         if method == "gptq":
+            if qc.get("dynamic"):
+                raise ValueError(f"quantization_config.dynamic={qc['dynamic']!r} is not read here (per-module "
+                                 "bit widths); allowed: none or {}")
             desc_act, sym = _bool(qc, "desc_act", False), _bool(qc, "sym", True)
             drops = (("zero_point",) + (() if desc_act else ("g_idx",))) if sym else ()
             role_keep = _NO_LM_HEAD if qc.get("lm_head") is True else QuantSpec.__dataclass_fields__["keep"].default

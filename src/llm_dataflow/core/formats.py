@@ -62,8 +62,8 @@ class QuantSpec:
             scale: 4; compressed-tensors' packed ``weight_shape``: 16; bitsandbytes' quant maps).
         source: where the spec comes from (e.g. ``"config.json quantization_config: gptq ..."``).
         engine_drops: parts a serving engine frees after loading (``"zero_point"``, ``"g_idx"``):
-            vLLM's Marlin kernels for symmetric GPTQ hold no ``qzeros`` and, without act-order, no
-            ``g_idx`` (``gptq_marlin.py``; :meth:`as_loaded`).
+            vLLM's Marlin kernels for symmetric GPTQ (GPUs of compute capability 8.0 and later) hold
+            no ``qzeros`` and, without act-order, no ``g_idx`` (``gptq_marlin.py``; :meth:`as_loaded`).
 
     Bytes of a quantised ``[out, in]`` weight: ``ceil(out·in·bits/8) + n_groups·scale_bytes
     (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale) (+ 4·in with g_idx)

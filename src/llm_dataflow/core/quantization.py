@@ -32,8 +32,9 @@ Formats read (the key names are the ones the quantisers write and vLLM / transfo
                         in ``modules_to_not_convert``)
 ``bitsandbytes``        ``load_in_4bit``: 4-bit NF4/FP4 + one FP32 absmax per 64 (with
                         ``bnb_4bit_use_double_quant`` an 8-bit absmax and one FP32 per 256 of them)
-                        + the 16-entry FP32 quant map; ``load_in_8bit``: INT8 + one FP32 scale
-                        per row; ``llm_int8_skip_modules``
+                        + the 16-entry FP32 quant map (and the 256-entry nested one); the few
+                        dozen bytes of packed JSON state per tensor are not counted;
+                        ``load_in_8bit``: INT8 + one FP32 scale per row; ``llm_int8_skip_modules``
 ======================  ===========================================================================
 
 Loaded bytes differ from stored bytes only where an engine drops or rebuilds a tensor after
@@ -165,7 +166,7 @@ def quant_spec_from_config(quantization_config, torch_dtype: str | None = None) 
             kind = qc.get("bnb_4bit_quant_type", "fp4")
             return QuantSpec("int4", 64, None, "int8" if double else "fp32", keep_modules=skip,
                              nested_group=256 if double else None,
-                             per_tensor_bytes=64 + (1024 + 4 if double else 0),
+                             per_tensor_bytes=64 + (1024 if double else 0),
                              source=f"bitsandbytes 4-bit {kind}, absmax per 64"
                                     + (", double-quantised" if double else ""))
         return QuantSpec("int8", None, None, "fp32", keep_modules=skip,

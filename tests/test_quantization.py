@@ -75,7 +75,10 @@ def test_gptq_stores_zeros_and_g_idx_even_when_symmetric():
     assert q.as_loaded().tensor_bytes((out, inp), inp) == out * inp // 2 + groups * 2
     act = quant_spec_from_config({"bits": 4, "group_size": 128, "quant_method": "gptq", "sym": True,
                                   "desc_act": True})
-    assert act.as_loaded().g_idx and not act.as_loaded().zero_point
+    # with act-order Marlin keeps g_idx and adds its int32 sort indices
+    assert act.as_loaded().tensor_bytes((out, inp), inp) == out * inp // 2 + groups * 2 + 8 * inp
+    asym = quant_spec_from_config({"bits": 4, "group_size": 128, "quant_method": "gptq", "sym": False})
+    assert asym.as_loaded().tensor_bytes((out, inp), inp) == out * inp // 2 + groups * 2 + groups // 2
 
 
 def test_gptq_per_channel_and_bad_bits():

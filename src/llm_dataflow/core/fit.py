@@ -185,7 +185,7 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     if ep > 1:
         rules.append(f"ep={ep}: {cfg.n_routed_experts // ep} whole experts per GPU, ep = tp × dp")
     rule = "; ".join(rules)
-    if p.quant is not None and p.quant.engine_drops:
+    if p.quant is not None and p.quant.engine_changes:
         p = PrecisionPlan(p.weights, p.quant.as_loaded(), p.kv, p.activations, p.compute, p.name)
     weights, stages = _stage_weights(cfg, p, tp, pp, ep)
     lo, hi = max(stages, key=lambda r: r[1] - r[0])

@@ -54,19 +54,24 @@ class QuantSpec:
             ``"self_attn"``); ``*`` globs (``"model.layers.*.self_attn"``); ``"re:<regex>"`` matches
             from the start of the module name (compressed-tensors' convention).
         per_tensor: one scale per tensor (per-tensor FP8) instead of groups, blocks or channels.
-        g_idx: an int32 group index per input channel is stored (GPTQ's ``g_idx``, AutoGPTQ
-            saves it whatever ``desc_act`` says): ``4·in_features`` B per tensor.
+        g_idx: int32 vectors of one entry per input channel stored with the tensor: 1 for GPTQ's
+            group index ``g_idx`` (AutoGPTQ saves it whatever ``desc_act`` says), 2 once vLLM's
+            Marlin kernel adds its ``g_idx_sort_indices`` for act-order: ``4·g_idx·in_features`` B.
         nested_group: scales are themselves quantised (bitsandbytes' double quantisation):
             one FP32 scale per ``nested_group`` group scales.
         per_tensor_bytes: further bytes every quantised tensor stores (a static FP32 input
             scale: 4; compressed-tensors' packed ``weight_shape``: 16; bitsandbytes' quant maps).
         source: where the spec comes from (e.g. ``"config.json quantization_config: gptq ..."``).
-        engine_drops: parts a serving engine frees after loading (``"zero_point"``, ``"g_idx"``):
-            vLLM's Marlin kernels for symmetric GPTQ (GPUs of compute capability 8.0 and later) hold
-            no ``qzeros`` and, without act-order, no ``g_idx`` (``gptq_marlin.py``; :meth:`as_loaded`).
+        engine_changes: how a serving engine's kernel changes the bytes after loading
+            (:meth:`as_loaded`): ``"drop_zero_point"``, ``"drop_g_idx"``, ``"add_g_idx_sort"``.
+            vLLM's Marlin kernel (GPUs of compute capability 8.0 and later;
+            ``vllm/model_executor/layers/quantization/kernels/mixed_precision/marlin.py``,
+            ``MarlinLinearKernel.process_weights_after_loading``) replaces the zero points of a
+            symmetric checkpoint and, without act-order, ``g_idx`` by empty tensors, and with
+            act-order adds an int32 ``g_idx_sort_indices`` per input channel.
 
     Bytes of a quantised ``[out, in]`` weight: ``ceil(out·in·bits/8) + n_groups·scale_bytes
-    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale) (+ 4·in with g_idx)
+    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale) (+ 4·g_idx·in)
     (+ 4·ceil(n_groups / nested_group)) + per_tensor_bytes``.
 
     Raises:
@@ -82,11 +87,11 @@ class QuantSpec:
     tensor_scale_dtype: str | None = None
     keep_modules: tuple = ()
     per_tensor: bool = False
-    g_idx: bool = False
+    g_idx: int = 0
     nested_group: int | None = None
     per_tensor_bytes: int = 0
     source: str = ""
-    engine_drops: tuple = ()
+    engine_changes: tuple = ()
 
     def __post_init__(self):
         check_dtype(self.weight_dtype, ("int8", "int4", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"), "weight_dtype")
@@ -94,17 +99,17 @@ class QuantSpec:
         if not isinstance(self.keep_modules, tuple) or not all(isinstance(m, str) for m in self.keep_modules):
             raise ValueError(f"keep_modules={self.keep_modules!r} must be a tuple of module names")
         _compiled(self.keep_modules)             # a bad re: pattern raises here, naming keep_modules
-        for f in ("per_tensor", "g_idx"):
-            if not isinstance(getattr(self, f), bool):
-                raise ValueError(f"{f}={getattr(self, f)!r} is not allowed; it must be True or False")
+        if not isinstance(self.per_tensor, bool):
+            raise ValueError(f"per_tensor={self.per_tensor!r} is not allowed; it must be True or False")
+        require_nonnegative("g_idx", self.g_idx)
         if self.per_tensor and (self.group_size is not None or self.block_shape is not None):
             raise ValueError("per_tensor=True takes no group_size or block_shape")
         if self.nested_group is not None:
             require_positive("nested_group", self.nested_group)
         require_nonnegative("per_tensor_bytes", self.per_tensor_bytes)
-        if not isinstance(self.engine_drops, tuple) or not set(self.engine_drops) <= {"zero_point", "g_idx"}:
-            raise ValueError(f"engine_drops={self.engine_drops!r} is not allowed; allowed: a tuple of "
-                             "'zero_point', 'g_idx'")
+        if not isinstance(self.engine_changes, tuple) or not set(self.engine_changes) <= set(_ENGINE_CHANGES):
+            raise ValueError(f"engine_changes={self.engine_changes!r} is not allowed; allowed: a tuple of "
+                             f"{', '.join(map(repr, _ENGINE_CHANGES))}")
         if not isinstance(self.source, str):
             raise ValueError(f"source={self.source!r} is not allowed; it must be a string")
         if self.tensor_scale_dtype is not None:
@@ -177,19 +182,20 @@ class QuantSpec:
             nbytes += math.ceil(groups * bits / 8)
         if self.tensor_scale_dtype is not None:
             nbytes += dtype_bits(self.tensor_scale_dtype) // 8
-        if self.g_idx:
-            nbytes += 4 * in_features
+        nbytes += 4 * self.g_idx * in_features
         if self.nested_group is not None:
             nbytes += 4 * math.ceil(groups / self.nested_group)
         return nbytes + self.per_tensor_bytes
 
     def as_loaded(self) -> "QuantSpec":
-        """The spec of what a serving engine holds after loading: this one less
-        :attr:`engine_drops` (itself when nothing is dropped)."""
-        if not self.engine_drops:
+        """The spec of what a serving engine holds after loading: :attr:`engine_changes` applied
+        (itself when there are none)."""
+        if not self.engine_changes:
             return self
-        return dataclasses.replace(self, zero_point=self.zero_point and "zero_point" not in self.engine_drops,
-                                   g_idx=self.g_idx and "g_idx" not in self.engine_drops, engine_drops=())
+        ch = self.engine_changes
+        g = 0 if "drop_g_idx" in ch else self.g_idx + ("add_g_idx_sort" in ch)
+        return dataclasses.replace(self, zero_point=self.zero_point and "drop_zero_point" not in ch, g_idx=g,
+                                   engine_changes=())
 
     def keeps(self, name: str, role: str) -> bool:
         """Whether the checkpoint tensor ``name`` (Hugging Face naming, e.g.
@@ -207,6 +213,8 @@ class QuantSpec:
         return self.weight_dtype.startswith("fp")
 
 
+#: What :attr:`QuantSpec.engine_changes` may hold.
+_ENGINE_CHANGES = ("drop_zero_point", "drop_g_idx", "add_g_idx_sort")
 _ALIASES = ((".mlp.experts.", ".block_sparse_moe.experts."), (".gate_proj", ".w1"), (".up_proj", ".w3"),
             (".down_proj", ".w2"), (".mlp.gate", ".block_sparse_moe.gate"), (".mlp.gate", ".mlp.router"))
 

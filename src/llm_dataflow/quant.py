@@ -259,7 +259,7 @@ class QuantLinear(nn.Module):
 def _quantizable(cfg: ModelConfig, spec: QuantSpec) -> dict:
     """Module name → TensorSpec of every weight ``spec`` quantises (role not in ``spec.keep``)."""
     return {t.name[: -len(".weight")]: t for t in tensor_specs(cfg)
-            if t.in_features is not None and t.role not in spec.keep and t.name.endswith(".weight")}
+            if t.in_features is not None and not spec.keeps(t.name, t.role) and t.name.endswith(".weight")}
 
 
 def quantize_decoder(model: nn.Module, spec: QuantSpec) -> nn.Module:
@@ -382,7 +382,7 @@ def quant_report(model: str = "Llama-3-8B", weights: str = "int4", hw: str = "H1
     except ValueError as e:   # a group size that does not divide this model's input widths
         raise ValueError(f"weights={weights!r} does not fit model={model!r}: {e}") from None
     quantised = [t for t in tensor_specs(cfg) if spec is not None and t.in_features is not None
-                 and t.role not in spec.keep]
+                 and not spec.keeps(t.name, t.role)]
     n_q = sum(t.numel for t in quantised)
     qb = sum(spec.tensor_bytes(t.shape, t.in_features) for t in quantised) if quantised else 0
     b = decode_step_bounds(cfg, hw, 1, 0, plan)

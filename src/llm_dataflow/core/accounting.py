@@ -56,7 +56,7 @@ MLA_FORMS = ("absorbed", "naive")
 def tensor_bytes(t, dtype: str, quant: QuantSpec | None) -> int:
     """Bytes stored for one checkpoint tensor ``t`` (a :class:`~llm_dataflow.core.config.TensorSpec`):
     in ``quant``'s format when it quantises ``t``'s role, else ``numel`` elements of ``dtype``."""
-    if quant is not None and t.in_features is not None and t.role not in quant.keep:
+    if quant is not None and t.in_features is not None and not quant.keeps(t.name, t.role):
         return quant.tensor_bytes(t.shape, t.in_features)
     return math.ceil(t.numel * dtype_bits(dtype) / 8)
 
@@ -311,7 +311,7 @@ def quantised_matmul_params(cfg: ModelConfig, quant: QuantSpec) -> int:
     """Matmul weights one token multiplies in the *quantised* format (active experts only):
     every linear weight whose role ``quant.keep`` does not keep in high precision."""
     return sum(t.numel for t in tensor_specs(cfg)
-               if t.in_features is not None and t.role not in quant.keep
+               if t.in_features is not None and not quant.keeps(t.name, t.role)
                and not (t.role == "expert" and t.expert >= cfg.n_experts_per_token))
 
 

@@ -17,7 +17,9 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from .formats import QuantSpec
 from .hf_config import SUPPORTED_MODEL_TYPES, config_from_hf
+from .quantization import quant_spec_from_config
 from .units import require_nonnegative, require_positive
 
 __all__ = [
@@ -62,6 +64,10 @@ class ModelConfig:
     Attention window: ``sliding_window`` (tokens) and ``layer_types`` (one of
     ``"full_attention"`` / ``"sliding_attention"`` per layer; ``None`` = every layer sliding when
     ``sliding_window`` is set, else every layer full).
+
+    ``quantization``: the checkpoint's weight format (a :class:`~llm_dataflow.core.formats.QuantSpec`
+    read from ``quantization_config`` by :func:`~llm_dataflow.core.quantization.quant_spec_from_config`),
+    ``None`` for an unquantised checkpoint; ``plan`` sizes the weights in it unless told otherwise.
 
     ``unmodelled``: ``{config.json key: value}`` for settings that change the forward pass but no
     byte or FLOP count (e.g. Gemma 2's ``attn_logit_softcapping``); ``None`` when there are none.
@@ -114,6 +120,8 @@ class ModelConfig:
     layer_types: tuple | None = None
     # config.json settings that change the forward pass but no byte/FLOP count; not part of the hash
     unmodelled: dict | None = field(default=None, hash=False)
+    # the checkpoint's weight format, from config.json's quantization_config (None: unquantised)
+    quantization: QuantSpec | None = None
     source: str = ""
     published_params: int | None = None
     published_active_params: int | None = None
@@ -144,6 +152,8 @@ class ModelConfig:
             raise ValueError(f"rope_scaling={self.rope_scaling!r} is not allowed; give config.json's dict or None")
         if self.unmodelled is not None and not isinstance(self.unmodelled, dict):
             raise ValueError(f"unmodelled={self.unmodelled!r} is not allowed; give a dict or None")
+        if self.quantization is not None and not isinstance(self.quantization, QuantSpec):
+            raise ValueError(f"quantization={self.quantization!r} is not allowed; give a QuantSpec or None")
         if self.unmodelled == {}:
             object.__setattr__(self, "unmodelled", None)
         for f in ("published_params", "published_active_params", "published_precision"):
@@ -285,6 +295,10 @@ class ModelConfig:
           ``routed_scaling_factor``, an activation other than the type's own, a partial rotary
           factor) are kept in ``cfg.unmodelled``; :class:`~llm_dataflow.model.Decoder` refuses a
           config that has any.
+        * **The checkpoint's weight format**: ``quantization_config`` (also ``compression_config``,
+          or inside ``text_config``) becomes ``cfg.quantization``
+          (:func:`~llm_dataflow.core.quantization.quant_spec_from_config`: FP8 block/tensor/channel,
+          fbgemm_fp8, compressed-tensors, GPTQ, AWQ, MXFP4, bitsandbytes; others refused by name).
         * **Keys transformers' class ignores but other readers honour** are refused rather than
           guessed: a sliding window or sliding ``layer_types`` on llama / deepseek_v3, sliding
           ``layer_types`` on mistral / mixtral / phi3, ``attention_bias`` or ``mlp_bias`` true on
@@ -311,7 +325,13 @@ class ModelConfig:
                 raise ValueError(f"config={path!r} is not valid JSON: {err}") from None
         if not isinstance(config, dict):
             raise ValueError(f"config={config!r} is not allowed; give a config.json dict or a path to one")
-        return config_from_hf(cls, config, name)
+        cfg = config_from_hf(cls, config, name)
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+        qc = config.get("quantization_config", config.get("compression_config", text.get("quantization_config")))
+        if qc is None:
+            return cfg
+        q = quant_spec_from_config(qc, config.get("torch_dtype", config.get("dtype")))
+        return cfg.replace(quantization=q)
 
 
 # --- checkpoint tensors ---------------------------------------------------------------------

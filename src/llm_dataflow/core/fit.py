@@ -13,7 +13,7 @@ from .config import ModelConfig, as_model_config, tensor_specs
 from .formats import PrecisionPlan, as_precision_plan
 from .hardware import HardwareSpec, hardware
 from .kv import kv_token_bytes
-from .parallel import check_parallel, kv_heads_per_rank, layer_partition
+from .parallel import check_parallel, check_quant_shards, kv_heads_per_rank, layer_partition
 from .units import GB, no_overflow, require_nonnegative, require_positive
 
 __all__ = ["MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION",
@@ -39,8 +39,9 @@ MAX_BATCHED_TOKENS = 8192
 # parallel layout and memory fit
 # =============================================================================================
 @functools.lru_cache(maxsize=2048)
-def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int) -> tuple[float, tuple]:
-    """(bytes of the heaviest pipeline stage on one TP rank, the stages' layer ranges)."""
+def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int, ep: int = 1) -> tuple[float, tuple]:
+    """(bytes of the heaviest pipeline stage on one TP rank, the stages' layer ranges); with
+    ``ep > 1`` each rank holds ``1/ep`` of the routed experts, whole."""
     stages = layer_partition(cfg.n_layers, pp)
     per = [0.0] * pp
     stage_of = {}
@@ -60,6 +61,8 @@ def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int) -> tupl
             share = kv_rep / cfg.n_kv_heads      # whole (possibly replicated) KV heads
         elif cfg.is_mla and "kv_a_proj" in t.name:
             share = 1.0
+        elif t.role == "expert" and ep > 1:
+            share = 1.0 / ep                     # E/ep whole experts per rank
         else:
             share = 1.0 / tp                     # column/row-parallel, vocab-parallel tables
         per[s] += b * share
@@ -80,6 +83,7 @@ class MemoryFit:
         reserve: ``reserve_fraction × capacity`` kept for the runtime.
         kv_per_token: KV bytes one more token adds on that GPU.
         tp, pp, ep: the layout.
+        quant_rule: the quantisation check the layout passed (empty when unquantised).
     """
 
     capacity: float
@@ -91,6 +95,7 @@ class MemoryFit:
     tp: int
     pp: int
     ep: int
+    quant_rule: str = ""
 
     @property
     def used(self) -> float:
@@ -116,8 +121,9 @@ class MemoryFit:
     def reason(self) -> str:
         """One line: ``"fits"``, or what exceeds the capacity."""
         gb = lambda x: f"{x / GB:,.1f} GB"  # noqa: E731
+        tail = f" ({self.quant_rule})" if self.quant_rule else ""
         if self.fits:
-            return f"fits: {gb(self.used)} of {gb(self.capacity)} per GPU"
+            return f"fits: {gb(self.used)} of {gb(self.capacity)} per GPU{tail}"
         if self.weights + self.reserve > self.capacity:
             return (f"does not fit: weights need {gb(self.weights)} per GPU, more than {gb(self.capacity)} "
                     f"less the {gb(self.reserve)} runtime reserve")
@@ -137,10 +143,15 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
       ``tp`` ways, norms and routers replicated, KV projections by whole KV heads (replicated
       when ``tp > n_kv_heads``) — and layers over ``pp`` stages (:func:`layer_partition`; the
       embedding on the first stage, the head on the last); the heaviest stage counts.  Expert
-      parallelism (``ep``) places whole experts instead of slicing them: the same bytes per GPU
-      with balanced placement, so it changes no total here.
+      parallelism (``ep`` > 1, a multiple of ``tp``: vLLM's EP group is its TP × DP ranks) places
+      ``E/ep`` whole routed experts on each GPU instead of slicing every expert ``tp`` ways;
+      attention, dense MLPs, shared experts and embeddings stay split ``tp`` ways (replicated over
+      the ``ep/tp`` data-parallel groups).  DeepSeek-V3 in FP8 at ``tp=1, ep=8``: about 101 GB
+      per GPU instead of 673 GB.  A quantised format's bytes are the ones the engine holds after
+      loading (:meth:`~llm_dataflow.core.formats.QuantSpec.as_loaded`).
     * KV: ``batch`` sequences of ``context`` tokens in the plan's KV dtype, for this stage's
-      layers, this rank's KV heads (MLA's latent on every rank).
+      layers, this rank's KV heads (MLA's latent on every rank); under EP with data-parallel
+      attention, ``batch`` is the sequences of one attention group.
     * activations: :func:`activation_bytes` for the largest forward pass: the prefill of
       ``batch × prompt_len`` tokens (default ``context``) in chunks of at most
       ``max_batched_tokens`` (:data:`MAX_BATCHED_TOKENS`, vLLM's chunked-prefill default), or one
@@ -149,7 +160,9 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
       ``gpu_memory_utilization = 0.9``).
 
     Raises:
-        ValueError: unknown model/hardware/dtype, a layout :func:`check_parallel` rejects,
+        ValueError: unknown model/hardware/dtype, a layout :func:`check_parallel` rejects, a TP
+            degree that splits the format's blocks or groups (:func:`check_quant_shards`, naming
+            vLLM's rule),
             ``batch`` < 1, ``context`` < 0, ``reserve_fraction`` outside [0, 1).
             Counts (``batch``, ``context``, ``prompt_len``) so large that a result overflows a float: a
             ValueError naming them.
@@ -164,7 +177,17 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     if not isinstance(reserve_fraction, (int, float)) or not 0 <= reserve_fraction < 1:
         raise ValueError(f"reserve_fraction={reserve_fraction!r} is not allowed; allowed: 0 <= x < 1")
     p = as_precision_plan(dtype, kv_dtype)
-    weights, stages = _stage_weights(cfg, p, tp, pp)
+    check_quant_shards(cfg, p.quant, tp, ep)
+    rules = []
+    if p.quant is not None and tp > 1 and (p.quant.block_shape is not None or p.quant.group_size is not None):
+        rules.append(f"tp={tp} shards hold whole {p.quant.weight_dtype} "
+                     + ("blocks" if p.quant.block_shape is not None else "groups") + ", vLLM's rule")
+    if ep > 1:
+        rules.append(f"ep={ep}: {cfg.n_routed_experts // ep} whole experts per GPU, ep = tp × dp")
+    rule = "; ".join(rules)
+    if p.quant is not None and p.quant.engine_changes:
+        p = PrecisionPlan(p.weights, p.quant.as_loaded(), p.kv, p.activations, p.compute, p.name)
+    weights, stages = _stage_weights(cfg, p, tp, pp, ep)
     lo, hi = max(stages, key=lambda r: r[1] - r[0])
     layer_share = (hi - lo) / cfg.n_layers
     head_share = kv_heads_per_rank(cfg, tp)
@@ -174,4 +197,5 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     require_positive("max_batched_tokens", max_batched_tokens)
     act = activation_bytes(cfg, max(min(batch * max(prompt, 1), max_batched_tokens), batch), p, tp=tp,
                            logits_rows=batch)
-    return MemoryFit(hw.memory_bytes, weights, kv, act, reserve_fraction * hw.memory_bytes, per_tok, tp, pp, ep)
+    return MemoryFit(hw.memory_bytes, weights, kv, act, reserve_fraction * hw.memory_bytes, per_tok, tp, pp, ep,
+                     rule)

@@ -8,11 +8,14 @@ zero points, tensor scales); :data:`WEIGHT_FORMATS` names the formats the book's
 """
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import functools
 import math
+import re
 from dataclasses import dataclass
 
-from .units import check_dtype, dtype_bits, require_positive
+from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
 
 __all__ = ["QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS",
            "KV_DTYPES", "KV_QUANT_DTYPES"]
@@ -45,9 +48,31 @@ class QuantSpec:
         tensor_scale_dtype: a second-level scale, one per tensor (NVFP4: FP32), or ``None``.
         keep: roles left in the plan's unquantised dtype (default: embeddings, lm_head, norms,
             router, biases).
+        keep_modules: module names a checkpoint keeps in high precision (config.json's
+            ``modules_to_not_convert``, ``ignore``, ``ignored_layers``): a plain name matches the
+            module, its ancestors and any module ending in it (``"lm_head"``, ``"model.layers.0.mlp"``,
+            ``"self_attn"``); ``*`` globs (``"model.layers.*.self_attn"``); ``"re:<regex>"`` matches
+            from the start of the module name (compressed-tensors' convention).
+        per_tensor: one scale per tensor (per-tensor FP8) instead of groups, blocks or channels.
+        g_idx: int32 vectors of one entry per input channel stored with the tensor: 1 for GPTQ's
+            group index ``g_idx`` (AutoGPTQ saves it whatever ``desc_act`` says), 2 once vLLM's
+            Marlin kernel adds its ``g_idx_sort_indices`` for act-order: ``4·g_idx·in_features`` B.
+        nested_group: scales are themselves quantised (bitsandbytes' double quantisation):
+            one FP32 scale per ``nested_group`` group scales.
+        per_tensor_bytes: further bytes every quantised tensor stores (a static FP32 input
+            scale: 4; compressed-tensors' packed ``weight_shape``: 16; bitsandbytes' quant maps).
+        source: where the spec comes from (e.g. ``"config.json quantization_config: gptq ..."``).
+        engine_changes: how a serving engine's kernel changes the bytes after loading
+            (:meth:`as_loaded`): ``"drop_zero_point"``, ``"drop_g_idx"``, ``"add_g_idx_sort"``.
+            vLLM's Marlin kernel (GPUs of compute capability 8.0 and later;
+            ``vllm/model_executor/layers/quantization/kernels/mixed_precision/marlin.py``,
+            ``MarlinLinearKernel.process_weights_after_loading``) replaces the zero points of a
+            symmetric checkpoint and, without act-order, ``g_idx`` by empty tensors, and with
+            act-order adds an int32 ``g_idx_sort_indices`` per input channel.
 
     Bytes of a quantised ``[out, in]`` weight: ``ceil(out·in·bits/8) + n_groups·scale_bytes
-    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale)``.
+    (+ ceil(n_groups·bits/8) with zero points) (+ one tensor scale) (+ 4·g_idx·in)
+    (+ 4·ceil(n_groups / nested_group)) + per_tensor_bytes``.
 
     Raises:
         ValueError: unknown dtypes, non-positive group size, both group and block given.
@@ -60,10 +85,33 @@ class QuantSpec:
     zero_point: bool = False
     keep: tuple = ("embedding", "position_embedding", "lm_head", "norm", "router", "bias")
     tensor_scale_dtype: str | None = None
+    keep_modules: tuple = ()
+    per_tensor: bool = False
+    g_idx: int = 0
+    nested_group: int | None = None
+    per_tensor_bytes: int = 0
+    source: str = ""
+    engine_changes: tuple = ()
 
     def __post_init__(self):
         check_dtype(self.weight_dtype, ("int8", "int4", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"), "weight_dtype")
-        check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16", "fp8_e4m3", "e8m0"), "scale_dtype")
+        check_dtype(self.scale_dtype, ("fp32", "fp16", "bf16", "fp8_e4m3", "e8m0", "int8"), "scale_dtype")
+        if not isinstance(self.keep_modules, tuple) or not all(isinstance(m, str) for m in self.keep_modules):
+            raise ValueError(f"keep_modules={self.keep_modules!r} must be a tuple of module names")
+        _compiled(self.keep_modules)             # a bad re: pattern raises here, naming keep_modules
+        if not isinstance(self.per_tensor, bool):
+            raise ValueError(f"per_tensor={self.per_tensor!r} is not allowed; it must be True or False")
+        require_nonnegative("g_idx", self.g_idx)
+        if self.per_tensor and (self.group_size is not None or self.block_shape is not None):
+            raise ValueError("per_tensor=True takes no group_size or block_shape")
+        if self.nested_group is not None:
+            require_positive("nested_group", self.nested_group)
+        require_nonnegative("per_tensor_bytes", self.per_tensor_bytes)
+        if not isinstance(self.engine_changes, tuple) or not set(self.engine_changes) <= set(_ENGINE_CHANGES):
+            raise ValueError(f"engine_changes={self.engine_changes!r} is not allowed; allowed: a tuple of "
+                             f"{', '.join(map(repr, _ENGINE_CHANGES))}")
+        if not isinstance(self.source, str):
+            raise ValueError(f"source={self.source!r} is not allowed; it must be a string")
         if self.tensor_scale_dtype is not None:
             check_dtype(self.tensor_scale_dtype, ("fp32", "fp16", "bf16"), "tensor_scale_dtype")
         if self.group_size is not None:
@@ -115,6 +163,8 @@ class QuantSpec:
         """
         numel = math.prod(shape)
         n_out = numel // in_features
+        if self.per_tensor:
+            return 1
         if self.block_shape is not None:
             br, bc = self.block_shape
             return math.ceil(n_out / br) * math.ceil(in_features / bc)
@@ -132,12 +182,88 @@ class QuantSpec:
             nbytes += math.ceil(groups * bits / 8)
         if self.tensor_scale_dtype is not None:
             nbytes += dtype_bits(self.tensor_scale_dtype) // 8
-        return nbytes
+        nbytes += 4 * self.g_idx * in_features
+        if self.nested_group is not None:
+            nbytes += 4 * math.ceil(groups / self.nested_group)
+        return nbytes + self.per_tensor_bytes
+
+    def as_loaded(self) -> "QuantSpec":
+        """The spec of what a serving engine holds after loading: :attr:`engine_changes` applied
+        (itself when there are none)."""
+        if not self.engine_changes:
+            return self
+        ch = self.engine_changes
+        g = 0 if "drop_g_idx" in ch else self.g_idx + ("add_g_idx_sort" in ch)
+        return dataclasses.replace(self, zero_point=self.zero_point and "drop_zero_point" not in ch, g_idx=g,
+                                   engine_changes=())
+
+    def keeps(self, name: str, role: str) -> bool:
+        """Whether the checkpoint tensor ``name`` (Hugging Face naming, e.g.
+        ``"model.layers.3.self_attn.q_proj.weight"``) of ``role`` stays unquantised: its role is
+        in :attr:`keep`, or its module matches :attr:`keep_modules` (under its own name or the
+        names other checkpoints give the same module: Mixtral's ``block_sparse_moe``, gpt-oss's
+        ``mlp.router``)."""
+        if role in self.keep:
+            return True
+        return bool(self.keep_modules) and _kept_module(name, self.keep_modules)
 
     @property
     def is_float(self) -> bool:
         """True for FP8 and FP4 formats (tensor cores multiply them directly)."""
         return self.weight_dtype.startswith("fp")
+
+
+#: What :attr:`QuantSpec.engine_changes` may hold.
+_ENGINE_CHANGES = ("drop_zero_point", "drop_g_idx", "add_g_idx_sort")
+_ALIASES = ((".mlp.experts.", ".block_sparse_moe.experts."), (".gate_proj", ".w1"), (".up_proj", ".w3"),
+            (".down_proj", ".w2"), (".mlp.gate", ".block_sparse_moe.gate"), (".mlp.gate", ".mlp.router"))
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(patterns: tuple) -> tuple:
+    """A keep list as (plain names, their first components, one regex of the globs and ``re:``
+    patterns or ``None``).
+
+    Raises:
+        ValueError: a ``re:`` pattern that is not a regular expression.
+    """
+    plain, alts = set(), []
+    for pat in patterns:
+        if pat.startswith("re:"):
+            alts.append(f"(?:{pat[3:]}).*")                    # re.match: from the start of the name
+            continue
+        p = pat[:-len(".weight")] if pat.endswith(".weight") else pat
+        if "*" in p or "?" in p or "[" in p:
+            t = fnmatch.translate(p)                           # '(?s:<glob>)\\Z'
+            alts.append(f"(?:{t[4:-3]})(?:\\..*)?")           # the module or an ancestor
+        else:
+            plain.add(p)
+    try:
+        rx = re.compile("(?s:" + "|".join(alts) + ")") if alts else None
+    except re.error as err:
+        raise ValueError(f"keep_modules={patterns!r} holds a pattern that is not a regular expression: {err}") from None
+    return frozenset(plain), frozenset(p.split(".")[0] for p in plain), rx
+
+
+@functools.lru_cache(maxsize=65536)
+def _kept_module(name: str, patterns: tuple) -> bool:
+    """``name``'s module (``name`` less ``.weight``/``.bias``) or one of its aliases matches a pattern:
+    a plain name that is a run of whole components of the module (``"lm_head"``, ``"model.layers.0.mlp"``,
+    ``"self_attn"``), a glob matching the module or an ancestor, or a ``re:`` regex matching from
+    its start."""
+    plain, heads, rx = _compiled(patterns)
+    module = name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name
+    forms = {module}
+    for a, b in _ALIASES:
+        forms |= {f.replace(a, b) for f in forms if a in f}
+    for f in forms:
+        parts = f.split(".")
+        for i, head in enumerate(parts):
+            if head in heads and any(".".join(parts[i:j]) in plain for j in range(i + 1, len(parts) + 1)):
+                return True
+        if rx is not None and rx.fullmatch(f):
+            return True
+    return False
 
 
 #: Weight formats by name (``plan --weights NAME``, the calculators): ``None`` = unquantised.

@@ -10,11 +10,11 @@ import math
 
 from .collectives import collective_bytes_per_rank
 from .config import MAX_LAYERS, ModelConfig, as_model_config
-from .formats import as_precision_plan
+from .formats import QuantSpec, as_precision_plan
 from .units import dtype_bytes, no_overflow, require_nonnegative, require_positive
 
 __all__ = [
-    "check_parallel", "valid_tp_degrees", "check_tp_degree", "check_ep_degree", "layer_partition", "pipeline_schedule", "pipeline_bubble_fraction",
+    "check_parallel", "check_quant_shards", "valid_tp_degrees", "check_tp_degree", "check_ep_degree", "layer_partition", "pipeline_schedule", "pipeline_bubble_fraction",
     "MAX_PIPELINE_EVENTS", "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
     "ring_attention_bytes_per_rank",
 ]
@@ -33,7 +33,11 @@ def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
       a replica of one KV head (vLLM's rule, ``QKVParallelLinear``).  MLA's latent is shared by
       all heads and replicated on every rank.
     * PP must be ≤ ``n_layers``.
-    * EP must divide ``n_routed_experts`` (an MoE only).
+    * EP must divide ``n_routed_experts`` (an MoE only) and be a multiple of TP: vLLM's
+      expert-parallel group is its TP × DP ranks (``--enable-expert-parallel``: EP size =
+      TP size × DP size, attention split TP ways and replicated over the DP groups).
+
+    The quantisation's blocks and groups are checked by :func:`check_quant_shards`.
 
     Raises:
         ValueError: naming the degree, its value and the field it must fit.
@@ -65,6 +69,93 @@ def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
         if cfg.n_routed_experts % ep:
             raise ValueError(f"expert parallel degree ep={ep} does not divide n_routed_experts="
                              f"{cfg.n_routed_experts}; allowed: divisors of n_routed_experts")
+        if ep % tp:
+            raise ValueError(f"expert parallel degree ep={ep} is not a multiple of tp={tp}; allowed: ep = tp × dp "
+                             "(vLLM's expert-parallel group is its TP × DP ranks)")
+
+
+def _shards(cfg: ModelConfig, tp: int, ep: int) -> list:
+    """(what, field, width, split axis) of every tensor-parallel split: ``"out"`` for a
+    column-parallel layer (its output features split), ``"in"`` for a row-parallel one."""
+    out = []
+    if cfg.is_mla:
+        qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+        out += [("q projection", "n_heads × qk_head_dim", cfg.n_heads * qk, "out"),
+                ("kv_b projection", "n_heads × (qk_nope + v)", cfg.n_heads * (cfg.qk_nope_head_dim + cfg.v_head_dim),
+                 "out"),
+                ("o projection", "n_heads × v_head_dim", cfg.n_heads * cfg.v_head_dim, "in")]
+    else:
+        out += [("q projection", "n_heads × head_dim", cfg.n_heads * cfg.head_dim, "out"),
+                ("o projection", "n_heads × head_dim", cfg.n_heads * cfg.head_dim, "in")]
+        if tp <= cfg.n_kv_heads:
+            out.append(("k/v projections", "n_kv_heads × head_dim", cfg.n_kv_heads * cfg.head_dim, "out"))
+    if not cfg.is_moe or cfg.dense_layers:
+        out += [("MLP gate/up", "d_ff", cfg.d_ff, "out"), ("MLP down", "d_ff", cfg.d_ff, "in")]
+    if cfg.is_moe and ep == 1:
+        out += [("expert gate/up", "moe_d_ff", cfg.moe_d_ff, "out"), ("expert down", "moe_d_ff", cfg.moe_d_ff, "in")]
+    if cfg.n_shared_experts:
+        out += [("shared expert gate/up", "shared_d_ff", cfg.shared_d_ff, "out"),
+                ("shared expert down", "shared_d_ff", cfg.shared_d_ff, "in")]
+    return out
+
+
+def check_quant_shards(cfg, quant, tp: int = 1, ep: int = 1) -> None:
+    """Refuse a TP degree whose shards split a quantisation block or group, as vLLM does.
+
+    * FP8 blocks ``(block_n, block_k)``: every column-parallel shard's output width (each part
+      of a merged q/k/v or gate/up weight) must be a multiple of ``block_n``, and under TP a
+      row-parallel shard's input width a multiple of ``block_k``.  vLLM
+      ``vllm/model_executor/layers/quantization/fp8.py`` (vllm-project/vllm at 0071b24b, read for
+      this function): ``Fp8LinearMethod.create_weights`` raises "Weight output_partition_size =
+      {n} is not divisible by weight quantization block_n = {block_n}." and "Weight
+      input_size_per_partition = {k} is not divisible by weight quantization block_k =
+      {block_k}."; ``Fp8MoEMethod.create_weights`` raises "The output_size of gate's and up's
+      weight = {n} is not divisible by weight quantization block_n = {block_n}." and, at
+      TP > 1, "The input_size of down's weight = {n} is not divisible by
+      weight quantization block_k = {block_k}.".  E.g. Qwen3-30B-A3B-FP8 at TP 4: ``moe_d_ff``
+      768 / 4 = 192-wide expert shards of 128-wide blocks.
+    * Groups along the input (GPTQ, AWQ, compressed-tensors groups, MXFP4's 32, NVFP4's 16): a
+      row-parallel shard's input width must be a multiple of the group (vLLM ``gptq.py`` /
+      ``awq.py``: "The input size is not aligned with the quantized weight shape. This can be
+      caused by too large tensor parallel size.").
+    * Under expert parallelism (``ep > 1``) experts are placed whole, so their widths are not
+      split (vLLM's fix for such layouts: ``--enable-expert-parallel``).
+
+    Layers the checkpoint keeps in high precision are split like any BF16 layer and not checked
+    (approximate: the check is per kind of layer, e.g. all experts, not per module name).
+
+    Raises:
+        ValueError: naming the layer, the field, the shard width, the block or group and the rule.
+    """
+    cfg = as_model_config(cfg)
+    require_positive("tp", tp)
+    require_positive("ep", ep)
+    if quant is not None and not isinstance(quant, QuantSpec):
+        raise ValueError(f"quant={quant!r} is not allowed; give a QuantSpec or None")
+    if quant is None or tp == 1:              # an unsplit checkpoint holds whole blocks by construction
+        return
+    if quant.block_shape is not None:
+        need = {"out": quant.block_shape[0], "in": quant.block_shape[1]}
+        unit = f"{quant.block_shape[0]}×{quant.block_shape[1]} {quant.weight_dtype} block"
+        rule = ("vLLM's rule (fp8.py, create_weights): each shard holds whole blocks, or it refuses with "
+                "'... is not divisible by weight quantization block_n' (block_k for row-parallel shards)")
+    elif quant.group_size is not None:
+        need = {"in": quant.group_size}
+        unit = f"{quant.weight_dtype} group of {quant.group_size} inputs"
+        rule = ("vLLM gptq.py/awq.py: a row-parallel shard must hold whole groups (The input size is not aligned "
+                "with the quantized weight shape)")
+    else:
+        return
+    for what, field, width, axis in _shards(cfg, tp, ep):
+        n = need.get(axis)
+        if n is None or width % tp:
+            continue
+        shard = width // tp
+        if shard % n:
+            raise ValueError(
+                f"tensor parallel degree tp={tp} splits the {what} ({field}={width}) into {shard}-wide shards, "
+                f"not a multiple of the weight format's {unit} ({n}); {rule}. Allowed: a tp whose shards are "
+                f"multiples of {n}" + (", or ep > 1 so that experts stay whole" if "expert" in what else ""))
 
 
 def valid_tp_degrees(cfg, max_degree: int = 64) -> list[int]:

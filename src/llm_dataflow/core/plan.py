@@ -21,14 +21,15 @@ import math
 import os
 import sys
 
-from .accounting import kv_bytes, weight_bytes
-from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count
+from .accounting import expected_experts_hit, kv_bytes, tensor_bytes, weight_bytes
+from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count, tensor_specs
 from .fit import memory_fit
 from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
 from .hardware import DEPLOYMENT_HARDWARE, HARDWARE, REFERENCE_HARDWARE, HardwareSpec, custom_hardware
 from .hardware import hardware as hw_preset
 from .kv import kv_token_bytes
-from .parallel import check_parallel, kv_heads_per_rank, tp_bytes_per_token_per_layer
+from .parallel import check_parallel, ep_bytes_per_token, kv_heads_per_rank, tp_bytes_per_token_per_layer
+from .quantization import checkpoint_precision
 from .serving import GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, engine_memory
 from .roofline import critical_batch, critical_batch_per_kernel, decode_step_bounds, prefill_bounds
 from .coverage import covering_rows, row_precision
@@ -91,16 +92,26 @@ def load_model_arg(arg: str) -> ModelConfig:
 
 
 @no_overflow('batch', 'context', 'prompt')
-def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1, context: int = 0,
-                prompt: int | None = None, weights: str = "bf16", kv: str | None = None,
+def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, batch: int = 1, context: int = 0,
+                prompt: int | None = None, weights: str | None = None, kv: str | None = None,
                 gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, mem_fraction_static: float | None = None,
                 max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, non_torch_gib: float | None = None,
                 published: bool = True) -> dict:
     """Everything ``plan`` prints, as a dict (bytes in B, times in s).
 
-    Keys: ``model``, ``hardware``, ``tp``, ``batch``, ``context``, ``prompt``, ``weights``,
+    ``weights=None`` (the default) sizes the weights in the checkpoint's own format
+    (``cfg.quantization``, read from ``quantization_config``; BF16 when there is none); a format
+    name overrides it, and the report says so (``weights_source``).  ``ep`` > 1 places the
+    routed experts whole on ``ep`` GPUs (``ep = tp × dp``: attention split ``tp`` ways and
+    replicated over ``ep/tp`` data-parallel groups, each decoding ``batch`` sequences).
+
+    Keys: ``model``, ``hardware``, ``tp``, ``ep``, ``dp`` (``ep/tp`` attention groups under EP,
+    else 1), ``batch``, ``context``, ``prompt``, ``weights`` (the format's label),
+    ``weights_source`` (``"checkpoint"`` or ``"override"``), ``checkpoint_format`` (what
+    config.json's ``quantization_config`` says, or ``"unquantised"``),
     ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``weight_bytes``
-    (stored, whole model), ``weight_bytes_per_gpu``, ``kv_bytes_per_token`` (whole model),
+    (stored, whole model: what the files hold), ``weight_bytes_per_gpu`` (what one GPU holds after
+    loading: its shards, less what the engine frees, e.g. symmetric GPTQ's zero points under Marlin), ``kv_bytes_per_token`` (whole model),
     ``kv_bytes`` (batch × context, whole model), ``kv_bytes_per_gpu``, ``activation_bytes_per_gpu``,
     ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, the serving-engine memory
     (:func:`~llm_dataflow.core.serving.engine_memory`: ``memory_convention``, ``memory_fraction``,
@@ -113,7 +124,13 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens; ``None`` at prompt 0),
     ``critical_batch`` (of the whole model on one GPU, tp = 1; ``None`` when never compute-bound:
     under TP the replicated KV or MLA latent lowers each rank's intensity), ``tp_bytes_per_token`` (bytes handed to
-    all-reduce per token over all layers; 0 at tp = 1); the critical batch per kernel
+    all-reduce per token over all layers; 0 at tp = 1), ``ep_bytes_per_token`` (all-to-all
+    dispatch + combine bytes per token over all MoE layers, uniform routing,
+    :func:`~llm_dataflow.core.parallel.ep_bytes_per_token`; 0 at ep = 1).  Under EP the decode
+    bound is one GPU's share: the non-expert weights ``/tp``, the experts the ``batch × dp``
+    tokens hit ``/ep`` (balanced placement), its KV; ``decode_tokens_per_s`` counts all
+    ``batch × dp`` sequences.
+    The critical batch per kernel
     (:func:`~llm_dataflow.core.roofline.critical_batch_per_kernel`, one GPU, tp = 1):
     ``critical_batch_dense_part`` and ``critical_batch_routed_experts`` (``None`` when never
     compute-bound, or for a dense model); with ``published`` (default), the range published rows
@@ -130,18 +147,22 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     """
     cfg = as_model_config(cfg)
     hw = hardware_arg(hardware)
-    check_parallel(cfg, tp=tp)
+    check_parallel(cfg, tp=tp, ep=ep)
     require_positive("batch", batch)
     require_nonnegative("context", context)
     prompt = context if prompt is None else require_nonnegative("prompt", prompt)
     if kv is not None and (not isinstance(kv, str) or kv not in KV_DTYPES):
         raise ValueError(f"kv={kv!r} is not allowed; allowed: None or {', '.join(KV_DTYPES)}")
-    plan = precision_plan(weights, kv=kv)
+    if weights is None:
+        plan, source = checkpoint_precision(cfg, kv), "checkpoint"
+    else:
+        plan, source = precision_plan(weights, kv=kv), "override"
+    fmt = "unquantised" if cfg.quantization is None else cfg.quantization.source or "quantised"
     if non_torch_gib is not None and (isinstance(non_torch_gib, bool) or not isinstance(non_torch_gib, (int, float))
                                       or not 0 <= non_torch_gib < 1e6):
         raise ValueError(f"non_torch_gib={non_torch_gib!r} is not allowed; allowed: a number of GiB >= 0")
-    fit = memory_fit(cfg, hw, plan, batch=batch, context=context, prompt_len=prompt, tp=tp)
-    eng = engine_memory(cfg, hw, plan, tp=tp, batch=batch, context=context,
+    fit = memory_fit(cfg, hw, plan, batch=batch, context=context, prompt_len=prompt, tp=tp, ep=ep)
+    eng = engine_memory(cfg, hw, plan, tp=tp, ep=ep, batch=batch, context=context,
                         gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
                         max_num_batched_tokens=max_num_batched_tokens,
                         non_torch=None if non_torch_gib is None else non_torch_gib * 2**30)
@@ -150,32 +171,46 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank
     kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
     w_gpu = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype))
-    mem_s = (w_gpu / tp + kv_gpu) / hw.hbm_bandwidth
+    dp = ep // tp if ep > 1 else 1
+    if ep > 1:   # experts whole on ep GPUs, hit by the tokens of all dp attention groups
+        one = sum(tensor_bytes(t, plan.weights, plan.quant) for t in tensor_specs(cfg)
+                  if t.role == "expert" and t.expert == 0)
+        k, E = cfg.n_experts_per_token, cfg.n_routed_experts
+        w_exp = one * expected_experts_hit(E, k, batch)
+        w_gpu = (w_gpu - w_exp) / tp + one * expected_experts_hit(E, k, batch * dp) / ep
+    else:
+        w_gpu = w_gpu / tp
+    mem_s = (w_gpu + kv_gpu) / hw.hbm_bandwidth
     comp_s = d.compute_s / tp
-    step = d.time_s if tp == 1 else max(mem_s, comp_s)
+    step = d.time_s if tp == 1 and ep == 1 else max(mem_s, comp_s)
+    epb = (ep_bytes_per_token(cfg, ep, plan)["total"] * sum(map(cfg.is_moe_layer, range(cfg.n_layers)))
+           if ep > 1 else 0)
     pre = prefill_bounds(cfg, hw, prompt, batch, plan) if prompt else None
     cb = critical_batch(cfg, hw, context, plan)
     tpb = tp_bytes_per_token_per_layer(cfg, tp, plan)["handed"] * cfg.n_layers if tp > 1 else 0
     return {
-        "model": cfg.name, "hardware": hw.name, "tp": tp, "batch": batch, "context": context, "prompt": prompt,
-        "weights": weights, "kv_dtype": plan.kv_dtype, "compute_dtype": plan.compute_dtype(hw),
+        "model": cfg.name, "hardware": hw.name, "tp": tp, "ep": ep, "dp": dp, "batch": batch, "context": context,
+        "prompt": prompt, "weights": plan.label if weights is None else weights, "weights_source": source,
+        "checkpoint_format": fmt, "kv_dtype": plan.kv_dtype, "compute_dtype": plan.compute_dtype(hw),
         "params_total": param_count(cfg), "params_active": param_count(cfg, active=True),
         "weight_bytes": weight_bytes(cfg, plan), "weight_bytes_per_gpu": fit.weights,
         "kv_bytes_per_token": kv_token_bytes(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
         "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": eng.activations,
-        "reserve_bytes_per_gpu": eng.total - eng.budget, "fits": eng.fits, "fit": eng.reason,
+        "reserve_bytes_per_gpu": eng.total - eng.budget, "fits": eng.fits,
+        "fit": eng.reason + (f" ({fit.quant_rule})" if fit.quant_rule else ""),
         "kv_room_tokens": eng.kv_tokens, "memory_convention": eng.convention, "memory_fraction": eng.fraction,
         "runtime_memory_bytes": eng.total, "runtime_memory_source": eng.total_source,
         "memory_budget_bytes": eng.budget, "non_torch_bytes_per_gpu": eng.non_torch,
         "max_num_batched_tokens": eng.max_num_batched_tokens, "kv_room_bytes_per_gpu": eng.kv_bytes,
         "max_concurrency": eng.max_concurrency,
-        "decode_step_s": step, "binds": d.bound if tp == 1 else ("compute" if comp_s > mem_s else "memory"),
-        "decode_tokens_per_s": batch / step,
+        "decode_step_s": step,
+        "binds": d.bound if tp == 1 and ep == 1 else ("compute" if comp_s > mem_s else "memory"),
+        "decode_tokens_per_s": batch * dp / step,
         "prefill_s": pre.time_s / tp if pre else None, "prefill_binds": pre.bound if pre else None,
         "critical_batch": None if math.isinf(cb) else int(cb),
-        "tp_bytes_per_token": tpb,
+        "tp_bytes_per_token": tpb, "ep_bytes_per_token": epb,
         **_per_kernel(cfg, hw, context, plan),
-        **(published_range(cfg, hw, tp=tp, batch=batch, weights=plan, tokens_per_s=batch / step)
+        **(published_range(cfg, hw, tp=tp, ep=ep, batch=batch, weights=plan, tokens_per_s=batch * dp / step)
            if published else {}),
     }
 
@@ -188,7 +223,7 @@ def _per_kernel(cfg: ModelConfig, hw, context: int, plan) -> dict:
 
 
 def published_range(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, weights,
-                    tokens_per_s: float) -> dict:
+                    tokens_per_s: float, ep: int = 1) -> dict:
     """The decode throughput that published rows covering this deployment imply (token/s).
 
     Coverage is :data:`~llm_dataflow.core.coverage.COVERS` (:func:`~llm_dataflow.core.coverage.covering_rows`:
@@ -209,7 +244,11 @@ def published_range(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, 
     """
     cfg, hw = as_model_config(cfg), hardware_arg(hw)
     require_positive("tokens_per_s", tokens_per_s, integer=False)
-    rows = covering_rows(cfg, hw, tp=tp, batch=batch, weights=weights)   # checks tp, batch, weights
+    rows = covering_rows(cfg, hw, tp=tp, batch=batch, weights=weights, ep=ep)   # checks tp, batch, weights
+    if ep > 1 and not rows:
+        kind_ep = f"MoE with expert parallel {ep} on {hw.architecture}"
+        return {"published_rows": [], "published_efficiency": None, "published_tokens_per_s": None,
+                "published_note": f"no published row covers {kind_ep}; no efficiency band applied"}
     kind = (f"{'MoE' if cfg.is_moe else 'dense'} {'under TP' if tp > 1 else 'on one GPU'} on "
             f"{hw.architecture}, {weights.label if hasattr(weights, 'label') else weights} weights, batch {batch}")
     if not rows:
@@ -254,11 +293,17 @@ def _published_rows(r: dict) -> list:
 def _table(r: dict) -> str:
     b = lambda x: f"{fmt_bytes(x)} ({x:,.0f} B)"  # noqa: E731
     rows = [
-        ("model", f"{r['model']} on {r['hardware']} × {r['tp']} (tensor parallel)"),
-        ("setting", f"batch {r['batch']}, context {r['context']:,}, prompt {r['prompt']:,}"),
-        ("precision", f"weights {r['weights']}, KV cache {r['kv_dtype']}, compute {r['compute_dtype']}"),
+        ("model", f"{r['model']} on {r['hardware']} × {r['tp']} (tensor parallel)" if r["ep"] == 1 else
+         f"{r['model']} on {r['hardware']} × {r['ep']} (expert parallel {r['ep']}: tensor parallel {r['tp']} "
+         f"× data parallel {r['dp']} for attention)"),
+        ("setting", f"batch {r['batch']}" + (f" per attention group ({r['batch'] * r['dp']:,} in all)"
+                                            if r["dp"] > 1 else "") + f", context {r['context']:,}, prompt {r['prompt']:,}"),
+        ("checkpoint", r["checkpoint_format"]),
+        ("precision", ("weights as the checkpoint stores them" if r["weights_source"] == "checkpoint" else
+                       f"weights {r['weights']} (--weights overrides the checkpoint's format)")
+         + f", KV cache {r['kv_dtype']}, compute {r['compute_dtype']}"),
         ("parameters", f"{r['params_total']:,} total, {r['params_active']:,} active per token"),
-        ("weight bytes", f"{b(r['weight_bytes'])}; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])}"),
+        ("weight bytes", f"{b(r['weight_bytes'])} stored; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])} as loaded"),
         ("KV bytes per token", b(r["kv_bytes_per_token"])),
         ("KV bytes at context", f"{b(r['kv_bytes'])}; per GPU {fmt_bytes(r['kv_bytes_per_gpu'])}"),
         ("device memory", f"{fmt_gib(r['runtime_memory_bytes'])} per GPU as the runtime reports it "
@@ -281,6 +326,9 @@ def _table(r: dict) -> str:
         ("TP traffic per token", "none (tp = 1)" if not r["tp"] > 1 else f"{fmt_bytes(r['tp_bytes_per_token'])} "
                                  "handed to all-reduce over all layers"),
     ]
+    if r["ep"] > 1:
+        rows.append(("EP traffic per token", f"{fmt_bytes(r['ep_bytes_per_token'])} dispatched and combined "
+                                             "(all-to-all) over all MoE layers, uniform routing"))
     rows += _published_rows(r)
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
@@ -293,7 +341,7 @@ def _plot(cfg: ModelConfig, args, path: str) -> None:
     import matplotlib.pyplot as plt
 
     hw = hardware_arg(args.hardware)
-    plan = precision_plan(args.weights, kv=args.kv)
+    plan = checkpoint_precision(cfg, args.kv) if args.weights is None else precision_plan(args.weights, kv=args.kv)
     batches = [2**i for i in range(0, 15)]
     mem = [decode_step_bounds(cfg, hw, b, args.context, plan).memory_s * 1e3 for b in batches]
     comp = [decode_step_bounds(cfg, hw, b, args.context, plan).compute_s * 1e3 for b in batches]
@@ -302,7 +350,7 @@ def _plot(cfg: ModelConfig, args, path: str) -> None:
     ax.loglog(batches, comp, "-s", ms=3, label="compute term")
     ax.set_xlabel("batch B (sequences per decode step)")
     ax.set_ylabel("decode step lower bound (ms)")
-    ax.set_title(f"{cfg.name}, {args.weights} weights, context {args.context:,}, {hw.name}", fontsize=10)
+    ax.set_title(f"{cfg.name}, {plan.label} weights, context {args.context:,}, {hw.name}", fontsize=10)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
@@ -333,10 +381,15 @@ def _run(argv: list[str] | None) -> int:
                    help=f"a GPU preset ({', '.join(PLAN_HARDWARE)}) or a custom spec "
                         "'name=X,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71[,runtime_gib=..,link=..]'")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    p.add_argument("--ep", type=int, default=1,
+                   help="expert-parallel degree: routed experts placed whole on EP GPUs, attention split --tp "
+                        "ways and replicated over ep/tp data-parallel groups (vLLM: ep = tp × dp; default 1)")
     p.add_argument("--batch", type=int, default=1, help="sequences per decode step (default 1)")
     p.add_argument("--context", type=int, default=0, help="tokens already in each sequence's KV cache")
     p.add_argument("--prompt", type=int, default=None, help="prompt length for the prefill bound (default: context)")
-    p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS), help="weight format (default bf16)")
+    p.add_argument("--weights", default=None, choices=list(WEIGHT_FORMATS),
+                   help="weight format, overriding the checkpoint's own (default: the format config.json's "
+                        "quantization_config gives, else bf16)")
     p.add_argument("--kv", default=None, choices=list(KV_DTYPES), help="KV-cache dtype (default: bf16, fp32 for fp32)")
     p.add_argument("--gpu-memory-utilization", type=float, default=GPU_MEMORY_UTILIZATION,
                    help="vLLM's fraction of the device's total memory the engine may use (default 0.9)")
@@ -351,7 +404,7 @@ def _run(argv: list[str] | None) -> int:
     p.add_argument("--json", action="store_true", help="print a JSON object instead of the table")
     p.add_argument("--plot", metavar="FILE", help="also save the decode bound against batch to FILE")
     args = parser.parse_args(argv)
-    for name in ("tp", "batch", "max_num_batched_tokens"):
+    for name in ("tp", "ep", "batch", "max_num_batched_tokens"):
         if getattr(args, name) < 1:
             parser.error(f"argument --{name.replace('_', '-')}: {getattr(args, name)} is not allowed; "
                          "it must be >= 1")
@@ -374,13 +427,16 @@ def _run(argv: list[str] | None) -> int:
     except ValueError as e:
         parser.error(f"argument MODEL_OR_CONFIG: {e}")
     try:
-        r = plan_report(cfg, args.hardware, tp=args.tp, batch=args.batch, context=args.context,
+        r = plan_report(cfg, args.hardware, tp=args.tp, ep=args.ep, batch=args.batch, context=args.context,
                         prompt=args.prompt, weights=args.weights, kv=args.kv,
                         gpu_memory_utilization=args.gpu_memory_utilization,
                         mem_fraction_static=args.mem_fraction_static,
                         max_num_batched_tokens=args.max_num_batched_tokens, non_torch_gib=args.non_torch_gib)
     except ValueError as e:
-        parser.error(str(e).replace("tensor parallel degree tp=", "argument --tp: "))
+        msg = str(e)
+        if msg.startswith("expert parallel degree ep="):
+            msg = "argument --ep: " + msg
+        parser.error(msg.replace("tensor parallel degree tp=", "argument --tp: "))
     if args.json:
         print(json.dumps(r, indent=1))
     else:

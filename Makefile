@@ -36,7 +36,7 @@ test-fast: install
 	$(PY) tools/test_fast.py -n $(TEST_WORKERS) $(NOTEBOOKS)
 
 notebooks: install
-	$(PY) tools/notebook_hygiene.py --fix
+	$(PY) tools/notebook_hygiene.py --fix --before-run
 	$(PY) tools/execute_notebooks.py
 	$(PY) tools/notebook_hygiene.py --fix
 

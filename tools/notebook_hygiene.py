@@ -2,6 +2,7 @@
 
     python tools/notebook_hygiene.py          # check: exit 1 and list problems
     python tools/notebook_hygiene.py --fix    # insert/refresh, then check
+    python tools/notebook_hygiene.py --fix --before-run   # the same, without the checks a run makes hold
 
 1. The first cell is the hosted-kernel install cell (``llm_dataflow.live.hosted_install_cell``),
    tagged ``remove-cell`` so the web page hides it while downloads and Colab/Binder keep it.
@@ -135,7 +136,7 @@ def _figure_alt(md: str) -> str | None:
     return " ".join(text.split())
 
 
-def process(path: pathlib.Path, fix: bool) -> list[str]:
+def process(path: pathlib.Path, fix: bool, run_checks: bool = True) -> list[str]:
     from llm_dataflow.live import hosted_install_cell
 
     nb = nbformat.read(path, as_version=4)
@@ -187,7 +188,8 @@ def process(path: pathlib.Path, fix: bool) -> list[str]:
         if not have:
             problems.append(f"{path.name}: cell {i} shows a figure without alt text "
                             "(write a 'Figure: …' paragraph in the markdown cell before it)")
-    problems += run_problems(nb, path.name)
+    if run_checks:    # not before a run (`--before-run`): the run is what makes them hold
+        problems += run_problems(nb, path.name)
     if changed:
         nbformat.write(nb, path)
     return problems
@@ -195,9 +197,10 @@ def process(path: pathlib.Path, fix: bool) -> list[str]:
 
 def main(argv: list[str]) -> int:
     fix = "--fix" in argv
+    run_checks = "--before-run" not in argv     # `make notebooks` fixes sources first, then runs
     paths = [pathlib.Path(a) for a in argv if not a.startswith("--")] or sorted(
         (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    problems = [p for path in paths for p in process(path, fix)]
+    problems = [p for path in paths for p in process(path, fix, run_checks)]
     for p in problems:
         print(p)
     return 1 if problems else 0

@@ -548,11 +548,17 @@ class _Model(nn.Module):
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps, dtype, device)
 
 
+_NOT_RUN = ("gemma3_text", "llama4_text", "gpt_oss", "qwen3_next")
+
+
 def check_supported(cfg: ModelConfig) -> None:
     """Raise ``ValueError`` naming the first field of ``cfg`` this decoder does not implement."""
     if not isinstance(cfg, ModelConfig):
         raise ValueError(f"cfg={cfg!r} is not a ModelConfig")
     checks = (  # (field, value, supported?, what is allowed)
+        ("model_type", cfg.model_type, cfg.model_type not in _NOT_RUN,
+         "not " + ", ".join(_NOT_RUN) + " (chunked and NoPE layers, attention sinks and clamped SwiGLU, "
+         "Gated DeltaNet linear attention, Gemma 3's local RoPE are not implemented)"),
         ("kv_lora_rank", cfg.kv_lora_rank, cfg.kv_lora_rank is None,
          "None (multi-head latent attention is not implemented)"),
         ("norm", cfg.norm, cfg.norm == "rmsnorm", "'rmsnorm'"),

@@ -8,6 +8,7 @@ none of them.  Modules, each importing only those listed before it:
 
 ==============  =============================================================================
 ``units``       bytes, GB vs GiB, dtype widths, input checks, number formatting
+``vision``      parameters of a multimodal checkpoint's vision tower and projector
 ``hf_config``   reading a Hugging Face ``config.json`` (transformers' defaults and conventions)
 ``config``      ``ModelConfig``, the presets, the checkpoint's tensors, parameter counts
 ``formats``     weight formats (``QuantSpec``), the ``PrecisionPlan``, KV dtypes
@@ -27,9 +28,10 @@ Every module's ``__all__`` is re-exported here (and by ``llm_dataflow``).
 """
 import sys
 
-from . import (units, hf_config, config, formats, hardware, chips, kv, collectives, accounting,  # noqa: F401
+from . import (units, vision, hf_config, config, formats, hardware, chips, kv, collectives, accounting,  # noqa: F401
                parallel, fit, serving, roofline, plan)
 from .units import *  # noqa: F401,F403
+from .vision import *  # noqa: F401,F403
 from .hf_config import *  # noqa: F401,F403
 from .config import *  # noqa: F401,F403
 from .formats import *  # noqa: F401,F403
@@ -44,6 +46,6 @@ from .serving import *  # noqa: F401,F403
 from .roofline import *  # noqa: F401,F403
 from .plan import *  # noqa: F401,F403
 
-MODULES = ("units", "hf_config", "config", "formats", "hardware", "chips", "kv", "collectives", "accounting",
+MODULES = ("units", "vision", "hf_config", "config", "formats", "hardware", "chips", "kv", "collectives", "accounting",
            "parallel", "fit", "serving", "roofline", "plan")
 __all__ = [name for m in MODULES for name in sys.modules[f"{__name__}.{m}"].__all__]

@@ -97,7 +97,8 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
     """Everything ``plan`` prints, as a dict (bytes in B, times in s).
 
     Keys: ``model``, ``hardware``, ``tp``, ``batch``, ``context``, ``prompt``, ``weights``,
-    ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``weight_bytes``
+    ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``vision_params`` (a
+    multimodal checkpoint's vision tower and projector, else None), ``weight_bytes``
     (stored, whole model), ``weight_bytes_per_gpu``, ``kv_bytes_per_token`` (whole model),
     ``kv_bytes`` (batch × context, whole model), ``kv_bytes_per_gpu``, ``activation_bytes_per_gpu``,
     ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, the serving-engine memory
@@ -153,6 +154,7 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, batch: int = 1,
         "model": cfg.name, "hardware": hw.name, "tp": tp, "batch": batch, "context": context, "prompt": prompt,
         "weights": weights, "kv_dtype": plan.kv_dtype, "compute_dtype": plan.compute_dtype(hw),
         "params_total": param_count(cfg), "params_active": param_count(cfg, active=True),
+        "vision_params": cfg.vision_params,
         "weight_bytes": weight_bytes(cfg, plan), "weight_bytes_per_gpu": fit.weights,
         "kv_bytes_per_token": kv_token_bytes(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
         "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": eng.activations,
@@ -177,6 +179,8 @@ def _table(r: dict) -> str:
         ("setting", f"batch {r['batch']}, context {r['context']:,}, prompt {r['prompt']:,}"),
         ("precision", f"weights {r['weights']}, KV cache {r['kv_dtype']}, compute {r['compute_dtype']}"),
         ("parameters", f"{r['params_total']:,} total, {r['params_active']:,} active per token"),
+        *([("vision tower", f"{r['vision_params']:,} parameters beside the language model; "
+                            "not in the plan (it sizes the language model)")] if r["vision_params"] else []),
         ("weight bytes", f"{b(r['weight_bytes'])}; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])}"),
         ("KV bytes per token", b(r["kv_bytes_per_token"])),
         ("KV bytes at context", f"{b(r['kv_bytes'])}; per GPU {fmt_bytes(r['kv_bytes_per_gpu'])}"),

@@ -127,7 +127,7 @@ def _weight_parts(cfg: ModelConfig, p: PrecisionPlan) -> tuple:
     other, experts, tables = 0, 0, []
     for t in tensor_specs(cfg):
         b = tensor_bytes(t, p.weights, p.quant)
-        if t.role == "expert":
+        if t.expert is not None:   # a routed expert's weights and biases
             experts += b if t.expert == 0 else 0
         elif (t.role == "embedding" and not cfg.tie_embeddings) or t.role == "position_embedding":
             tables.append((t.shape[0], b))

@@ -565,7 +565,7 @@ def param_count(cfg: ModelConfig, active: bool = False) -> int:
 def _param_count(cfg: ModelConfig, active: bool) -> int:
     total = 0
     for t in _tensor_specs(cfg):
-        if active and t.role == "expert" and t.expert >= cfg.n_experts_per_token:
+        if active and t.expert is not None and t.expert >= cfg.n_experts_per_token:  # weights and biases
             continue
         total += t.numel
     return total

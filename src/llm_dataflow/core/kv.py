@@ -171,7 +171,6 @@ def state_dtype_for(kv_dtype: str) -> str:
     return kv_dtype if kv_dtype in _SCALE_DTYPES else "bf16"
 
 
-@functools.lru_cache(maxsize=1024)
 def state_bytes_per_sequence(cfg: ModelConfig, dtype: str = "bf16") -> int:
     """Bytes of the fixed-size state one sequence keeps in the linear-attention layers (int; 0
     for a model without any): per Gated DeltaNet layer ``(H_v·d_v·d_k + (K − 1)·(2·H_k·d_k +
@@ -188,7 +187,12 @@ def state_bytes_per_sequence(cfg: ModelConfig, dtype: str = "bf16") -> int:
         ValueError: ``cfg`` not a ModelConfig, ``dtype`` not fp32/fp16/bf16.
     """
     require_model_config(cfg)
-    check_dtype(dtype, _SCALE_DTYPES, "state dtype")
+    check_dtype(dtype, _SCALE_DTYPES, "dtype")
+    return _state_bytes(cfg, dtype)
+
+
+@functools.lru_cache(maxsize=1024)   # plan and the accounting ask for it at every step
+def _state_bytes(cfg: ModelConfig, dtype: str) -> int:
     total = 0
     for i in range(cfg.n_layers):
         if cfg.layer_type(i) == "linear_attention":

@@ -12,6 +12,8 @@ The counts enumerate the weights of transformers 5.24's classes — ``SiglipVisi
 """
 from __future__ import annotations
 
+from .units import require_positive
+
 __all__ = ["VISION_MODEL_TYPES", "VISION_CONFIG_DEFAULTS", "vision_param_count"]
 
 #: ``{vision model_type: {vision_config key: default}}``: the class defaults of transformers 5.24's
@@ -63,10 +65,13 @@ def vision_param_count(model_type: str, vision_config: dict, text_hidden_size: i
     Raises:
         ValueError: an unknown ``model_type``; a size that is not a positive integer, named.
     """
-    if model_type not in VISION_CONFIG_DEFAULTS:
+    if not isinstance(model_type, str) or model_type not in VISION_CONFIG_DEFAULTS:
         raise ValueError(f"model_type={model_type!r} is not allowed; allowed: {', '.join(VISION_MODEL_TYPES)}")
     if not isinstance(vision_config, dict):
         raise ValueError(f"vision_config={vision_config!r} is not allowed: it must be an object")
+    require_positive("text_hidden_size", text_hidden_size)
+    if outer is not None and not isinstance(outer, dict):
+        raise ValueError(f"outer={outer!r} is not allowed: give the config.json dict or None")
     outer = outer or {}
     defaults = VISION_CONFIG_DEFAULTS[model_type]
     if not vision_config and model_type in _ABSENT:
@@ -96,6 +101,8 @@ def vision_param_count(model_type: str, vision_config: dict, text_hidden_size: i
         raise ValueError(f"config.json spatial_merge_size={merge!r} is not allowed: it must be a positive integer")
     if not isinstance(bias, bool):
         raise ValueError(f"config.json multimodal_projector_bias={bias!r} is not allowed: it must be true or false")
+    if isinstance(layers, bool) or not isinstance(layers, (int, list, tuple)) or layers == []:
+        raise ValueError(f"config.json vision_feature_layer={layers!r} is not allowed: give a layer index or a list")
     k = 1 if isinstance(layers, int) else len(layers)
     # Mistral3MultiModalProjector: RMSNorm(D_v), patch merger [D_v, D_v·s²], linear_1 [D, k·D_v], linear_2 [D, D]
     return n + D + D * D * merge * merge + T * k * D + T * T + (2 * T if bias else 0)

@@ -587,7 +587,12 @@ class Decoder(nn.Module):
     Raises:
         ValueError: an unsupported config field (MLA, LayerNorm, learned positions, GeGLU/GELU,
             Gemma-2's four norms, DeepSeek's router bias, a ``rope_scaling`` type other than
-            default / ``"llama3"``, any ``cfg.unmodelled`` setting), named.
+            default / ``"llama3"``, any ``cfg.unmodelled`` setting), named; and today's families
+            by ``model_type``: gemma3_text (Gemma's norms, GeGLU, a second RoPE base for the
+            sliding layers), llama4_text (chunked attention, NoPE layers, sigmoid routing),
+            gpt_oss (attention sinks, biased router, clamped SwiGLU experts) and qwen3_next
+            (Gated DeltaNet linear attention: no KV cache, a recurrent state the decoder does not
+            implement).  Their bytes and FLOPs are counted by the core all the same.
     """
 
     def __init__(self, cfg: ModelConfig, dtype: torch.dtype = torch.float32, device=None):

@@ -308,7 +308,24 @@ class ModelConfig:
         to a folder holding it), reading it the way transformers 5.24 does.
 
         Supported ``model_type``: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, phi3,
-        gpt2, deepseek_v3.
+        gpt2, deepseek_v3; today's families gemma3_text, llama4_text, gpt_oss, qwen3_next; and the
+        multimodal gemma3, llama4, mistral3, whose language model is read from ``text_config``
+        (the outer ``tie_word_embeddings`` decides the tying, as in transformers) and whose vision
+        tower + projector are counted into ``vision_params`` (not into :func:`param_count`).
+
+        * **Today's families** (as transformers 5.24's classes fill them): gemma3_text — every
+          ``sliding_window_pattern``-th layer (default 6) full, the others sliding; QK norm, four
+          norms per layer, GeGLU; ``rope_theta``/``rope_scaling`` for the full layers and
+          ``rope_local_base_freq`` for the sliding ones (or ``rope_parameters`` per layer type).
+          llama4_text — MoE in ``moe_layers`` (default every ``interleave_moe_layer_step``-th
+          layer) with one shared expert, dense layers of ``intermediate_size_mlp``; layers with
+          RoPE are chunked (``attention_chunk_size``), the ``no_rope_layers`` zeros are global
+          NoPE layers (``nope_layers``).  gpt_oss — every layer MoE, biases on q/k/v/o, router
+          and experts, attention sinks, every other layer sliding (``layer_types``), YaRN RoPE
+          when config.json gives none.  qwen3_next — Gated DeltaNet layers with one full-
+          attention layer every ``full_attention_interval`` (default 4), gated q_proj, QK norm,
+          Qwen3-MoE's layer rule with a gated shared expert, ``partial_rotary_factor`` 0.25.
+          ``quantization_config`` is not read here (the weight format is read elsewhere).
 
         * **Omitted keys** take the default of transformers' config class for that type
           (:data:`llm_dataflow.core.hf_config.HF_CONFIG_DEFAULTS`, copied from ``transformers/models/<type>/

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText  # noqa: E402
 
 FAMILIES = ("gemma3_text", "llama4_text", "gpt_oss", "qwen3_next")
+NOT_RUN = ("gemma3_text", "llama4_text", "qwen3_next")   # the Decoder refuses these by model_type
 NESTED = ("gemma3", "llama4", "mistral3")
 
 
@@ -164,7 +165,8 @@ def test_refused_by_name(d, match):
 
 
 def test_forward_only_settings_are_kept_as_unmodelled():
-    assert ldf.ModelConfig.from_hf({"model_type": "gpt_oss"}).unmodelled == {"swiglu_limit": 7.0, "swiglu_alpha": 1.702}
+    g = ldf.ModelConfig.from_hf({"model_type": "gpt_oss"})
+    assert g.unmodelled is None and (g.swiglu_limit, g.swiglu_alpha) == (7.0, 1.702)
     assert ldf.ModelConfig.from_hf({"model_type": "llama4_text"}).unmodelled == {"use_qk_norm": True,
                                                                                 "attn_temperature_tuning": True}
     assert ldf.ModelConfig.from_hf({"model_type": "qwen3_next"}).unmodelled == {"partial_rotary_factor": 0.25}
@@ -179,7 +181,7 @@ def test_quantization_config_is_left_to_the_format_reader():
     assert ldf.param_count(ldf.ModelConfig.from_hf(d)) == FULL["gpt_oss"]
 
 
-@pytest.mark.parametrize("mt", FAMILIES)
+@pytest.mark.parametrize("mt", NOT_RUN)
 def test_decoder_refuses_what_it_cannot_run(mt):
     cfg = ldf.ModelConfig.from_hf({"model_type": mt})
     with pytest.raises(ValueError, match=f"model_type='{mt}' is not supported by Decoder"):
@@ -200,3 +202,58 @@ def test_plan_runs_on_each_family(mt, tmp_path, capsys):
     assert plan_mod.main(["plan", str(folder), "--hardware", "H100-SXM", "--context", "8192", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["kv_bytes"] == ldf.kv_bytes(cfg, 8192) and r["vision_params"] == cfg.vision_params
+
+
+# --- gpt-oss runs in the book's Decoder: logits equal transformers' ------------------------------------
+def _gpt_oss_to_hf(sd: dict, cfg) -> dict:
+    """Our per-expert tensors (the checkpoint's unfused view) → transformers' GptOssExperts: ``gate_up_proj
+    [E, D, 2F]`` with gate and up *interleaved* (columns 0::2 and 1::2), ``down_proj [E, F, D]``, biases alike."""
+    out = {k: v for k, v in sd.items() if ".mlp.experts." not in k}
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}.mlp.experts"
+        E = range(cfg.n_routed_experts)
+        w = lambda e, n, t="weight": sd[f"{p}.{e}.{n}_proj.{t}"]  # noqa: E731
+        out[f"{p}.gate_up_proj"] = torch.stack([torch.stack([w(e, "gate").T, w(e, "up").T], -1).flatten(-2) for e in E])
+        out[f"{p}.gate_up_proj_bias"] = torch.stack([torch.stack([w(e, "gate", "bias"), w(e, "up", "bias")], -1)
+                                                     .flatten() for e in E])
+        out[f"{p}.down_proj"] = torch.stack([w(e, "down").T for e in E])
+        out[f"{p}.down_proj_bias"] = torch.stack([w(e, "down", "bias") for e in E])
+    return out
+
+
+def test_gpt_oss_decoder_matches_transformers():
+    """Sinks, the 4-token window on every other layer, biases everywhere, the biased router and the clamped
+    SwiGLU (limit 0.05, so the clamp bites): prefill logits, cached decode and greedy tokens equal transformers'
+    (eager attention: sinks need the logits).  RoPE is plain here: the Decoder refuses gpt-oss's YaRN."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+    hc = GptOssConfig(vocab_size=128, hidden_size=64, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+                      max_position_embeddings=256, swiglu_limit=0.05, rope_parameters={"rope_type": "default",
+                                                                                      "rope_theta": 10000.0})
+    cfg = ldf.ModelConfig.from_hf(hc.to_dict())
+    assert cfg.attention_sinks and cfg.layer_type(0) == "sliding_attention" and cfg.rope_scaling is None
+    torch.manual_seed(0)
+    ours = ldf.Decoder(cfg).eval()
+    with torch.no_grad():   # random biases, sinks and norms: every term must agree, not just the zero ones
+        for n, p in ours.named_parameters():
+            if n.endswith((".bias", "sinks", "norm.weight")):
+                p.copy_(torch.randn_like(p) * 0.5 + (1.0 if n.endswith("norm.weight") else 0.0))
+    sd = ours.state_dict()
+    assert sorted(sd) == sorted(t.name for t in ldf.tensor_specs(cfg))
+    assert sum(v.numel() for v in sd.values()) == ldf.param_count(cfg)
+    hf = GptOssForCausalLM._from_config(hc, attn_implementation="eager").eval()
+    hf.load_state_dict(_gpt_oss_to_hf(sd, cfg), strict=True)
+    ids = torch.randint(0, 128, (2, 11), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        a, b = ours(ids), hf(ids).logits
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        cache = ours.new_cache(2, 16)
+        steps = [ours(ids[:, :7], cache)] + [ours(ids[:, t:t + 1], cache) for t in range(7, 11)]
+        torch.testing.assert_close(torch.cat(steps, 1), a, rtol=1e-4, atol=1e-5)
+        g_hf = hf.generate(ids, max_new_tokens=5, do_sample=False, attention_mask=torch.ones_like(ids))
+    assert torch.equal(ours.generate(ids, 5), g_hf)
+    # the sinks matter: without them the logits move
+    no_sink = ldf.Decoder(cfg.replace(attention_sinks=False)).eval()
+    no_sink.load_state_dict({k: v for k, v in sd.items() if not k.endswith("sinks")})
+    with torch.inference_mode():
+        assert (no_sink(ids) - a).abs().max() > 1e-3

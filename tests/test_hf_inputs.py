@@ -64,7 +64,8 @@ def hf_view(hc) -> dict:
                    nope_layers=tuple(i for i in range(L) if not hc.no_rope_layers[i]))
     if mt == "gpt_oss":
         out.update(n_routed_experts=hc.num_local_experts, n_experts_per_token=hc.num_experts_per_tok,
-                   moe_d_ff=hc.intermediate_size, attention_sinks=True, router_linear_bias=True)
+                   moe_d_ff=hc.intermediate_size, attention_sinks=True, router_linear_bias=True,
+                   swiglu_limit=hc.swiglu_limit, swiglu_alpha=hc.swiglu_alpha)
     if mt == "qwen3_next":
         moe = [i not in hc.mlp_only_layers and hc.num_experts > 0 and (i + 1) % hc.decoder_sparse_step == 0
                for i in range(L)]

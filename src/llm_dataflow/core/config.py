@@ -76,7 +76,8 @@ class ModelConfig:
     denominator, H parameters per layer), ``attn_output_gate`` (Qwen3-Next: q_proj also emits a
     sigmoid gate for the attention output, so it is 2·H·d_h wide), ``router_linear_bias``
     (gpt-oss: the router linear has a bias), ``shared_expert_gate`` (Qwen3-Next: a [1, D]
-    sigmoid gate on the shared expert).
+    sigmoid gate on the shared expert), ``swiglu_limit`` / ``swiglu_alpha`` (gpt-oss's experts:
+    ``(clamp(up, ±limit) + 1) · g·σ(alpha·g)`` with ``g = min(gate, limit)``; no byte changes).
 
     ``vision_params``: for a multimodal checkpoint whose config.json nests the language model in
     ``text_config``, the parameters of the vision tower and its projector into the language
@@ -139,6 +140,8 @@ class ModelConfig:
     attn_output_gate: bool = False
     router_linear_bias: bool = False
     shared_expert_gate: bool = False
+    swiglu_limit: float | None = None
+    swiglu_alpha: float | None = None
     linear_num_key_heads: int | None = None
     linear_num_value_heads: int | None = None
     linear_key_head_dim: int | None = None
@@ -174,8 +177,9 @@ class ModelConfig:
                 raise ValueError(f"{f}={getattr(self, f)!r} is not allowed; it must be True or False")
         require_positive("norm_eps", self.norm_eps, integer=False)
         require_positive("rope_theta", self.rope_theta, integer=False)
-        if self.rope_local_theta is not None:
-            require_positive("rope_local_theta", self.rope_local_theta, integer=False)
+        for f in ("rope_local_theta", "swiglu_limit", "swiglu_alpha"):
+            if getattr(self, f) is not None:
+                require_positive(f, getattr(self, f), integer=False)
         if self.rope_scaling is not None and not isinstance(self.rope_scaling, dict):
             raise ValueError(f"rope_scaling={self.rope_scaling!r} is not allowed; give config.json's dict or None")
         if self.unmodelled is not None and not isinstance(self.unmodelled, dict):

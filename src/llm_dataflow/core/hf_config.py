@@ -556,8 +556,8 @@ def _family_moe(r: _HFReader, mt: str, n: int, kw: dict, unmodelled: dict) -> No
                 unmodelled[key] = True
     elif mt == "gpt_oss":   # every layer MoE; biases on router and experts; clamped SwiGLU
         kw.update(n_routed_experts=r("num_local_experts"), n_experts_per_token=r("num_experts_per_tok"),
-                  moe_d_ff=kw["d_ff"], mlp_bias=True, router_linear_bias=True, attention_sinks=True)
-        unmodelled.update(swiglu_limit=r("swiglu_limit"), swiglu_alpha=r("swiglu_alpha"))
+                  moe_d_ff=kw["d_ff"], mlp_bias=True, router_linear_bias=True, attention_sinks=True,
+                  swiglu_limit=float(r("swiglu_limit")), swiglu_alpha=float(r("swiglu_alpha")))
     else:   # qwen3_next: Qwen3-MoE's layer rule, a gated shared expert
         step, only = r("decoder_sparse_step"), set(_layer_indices(r, "mlp_only_layers", n))
         E = r("num_experts")

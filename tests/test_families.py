@@ -257,3 +257,13 @@ def test_gpt_oss_decoder_matches_transformers():
     no_sink.load_state_dict({k: v for k, v in sd.items() if not k.endswith("sinks")})
     with torch.inference_mode():
         assert (no_sink(ids) - a).abs().max() > 1e-3
+
+
+def test_chapter06_report_shows_the_state_of_a_hybrid():
+    q = ldf.ModelConfig.from_hf({"model_type": "qwen3_next"})
+    r = ldf.kv_cache_report(q, 8192, 2)
+    assert r["state bytes per sequence (linear attention)"] == 39_518_208
+    assert r["KV cache bytes"] == 2 * (8192 * 24_576 + 39_518_208)
+    assert "state bytes per sequence (linear attention)" not in ldf.kv_cache_report("Gemma-2-9B", 8192)
+    assert ldf.kv_cache_report(ldf.ModelConfig.from_hf({"model_type": "llama4_text"}), 10)["layer types"] == \
+        "chunked_attention, full_attention (chunk 8,192)"

@@ -546,7 +546,9 @@ def _tensor_specs(cfg: ModelConfig) -> tuple:
         m = f"{p}.{names[0]}"
         if cfg.is_moe_layer(i):
             E = cfg.n_routed_experts
-            _linear(out, f"{m}.{names[1]}", E, D, "router", i, cfg.router_linear_bias)
+            out.append(TensorSpec(f"{m}.{names[1]}.weight", (E, D), "router", D, i))
+            if cfg.router_linear_bias:   # gpt-oss; replicated like the router (not a TP-split "bias")
+                out.append(TensorSpec(f"{m}.{names[1]}.bias", (E,), "router", None, i))
             if cfg.router_bias:
                 out.append(TensorSpec(f"{m}.{names[1]}.e_score_correction_bias", (E,), "router", None, i))
             for e in range(E):

@@ -155,7 +155,8 @@ def test_decode_step_rewrites_the_state():
     ({"model_type": "gemma3_text", "use_bidirectional_attention": True}, "use_bidirectional_attention=True is refused"),
     ({"model_type": "gemma3_text", "rope_parameters": {"rope_theta": 1e4}}, "per layer type"),
     ({"model_type": "gemma3", "text_config": {"model_type": "llama"}}, "text_config.model_type='llama'"),
-    ({"model_type": "mistral3", "text_config": {"model_type": "gemma3_text"}}, "allowed: llama, mistral"),
+    ({"model_type": "mistral3", "text_config": {"model_type": "gemma3_text"}}, "allowed: mistral"),
+    ({"model_type": "llama4", "vision_config": {"model_type": "pixtral"}}, "vision_config.model_type='pixtral'"),
     ({"model_type": "mistral3", "vision_config": {"hidden_size": -4}}, "vision_config.hidden_size=-4"),
     ({"model_type": "gpt_oss", "num_experts": 8, "num_local_experts": 4}, "num_experts=8 and num_local_experts=4"),
 ])

@@ -19,8 +19,8 @@ SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3
                          "gemma3", "llama4", "mistral3")
 #: Multimodal types whose config.json nests the language model in ``text_config``:
 #: ``{type: (text model_type when text_config gives none, vision model_type)}``.
-NESTED_MODEL_TYPES = {"gemma3": ("gemma3_text", "siglip_vision_model"), "llama4": ("llama4_text", "llama4"),
-                      "mistral3": ("mistral", "pixtral")}
+NESTED_MODEL_TYPES = {"gemma3": ("gemma3_text", "siglip_vision_model"),
+                      "llama4": ("llama4_text", "llama4_vision_model"), "mistral3": ("mistral", "pixtral")}
 
 
 # --- Hugging Face config.json: transformers 5.24's defaults ---------------------------------------
@@ -607,14 +607,16 @@ def _nested(cls, c: dict, r: _HFReader, nm: str):
     if tc is None:
         tc = dict(HF_TEXT_CONFIG_DEFAULTS.get(mt, {"model_type": text_mt}))
     tmt = tc.get("model_type", text_mt)
-    allowed = (text_mt,) if mt != "mistral3" else ("llama", "mistral", "qwen2", "qwen3")
-    if tmt not in allowed:
+    if tmt != text_mt:
         raise ValueError(f"config.json text_config.model_type={tmt!r} is not allowed for model_type={mt!r}; "
-                         f"allowed: {', '.join(allowed)}")
+                         f"allowed: {text_mt}")
     tie = r("tie_word_embeddings")
     text = config_from_hf(cls, {**tc, "model_type": tmt, "_name_or_path": nm,
                                 **({} if tie is None else {"tie_word_embeddings": tie})}, None)
     vc = r("vision_config")
+    if vc is not None and vc.get("model_type", vision_mt) != vision_mt:
+        raise ValueError(f"config.json vision_config.model_type={vc['model_type']!r} is not allowed for "
+                         f"model_type={mt!r}; allowed: {vision_mt}")
     vision = vision_param_count(vision_mt, {} if vc is None else vc, text.d_model, c)
     notes = [text.notes] if text.notes else []
     if r.defaulted:

@@ -21,7 +21,7 @@ __all__ = ["VISION_MODEL_TYPES", "VISION_CONFIG_DEFAULTS", "vision_param_count"]
 VISION_CONFIG_DEFAULTS = {
     "siglip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                             "num_channels": 3, "image_size": 224, "patch_size": 16, "vision_use_head": True},
-    "llama4": {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_channels": 3,
+    "llama4_vision_model": {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_channels": 3,
                "image_size": 448, "patch_size": 14, "vision_output_dim": 7680, "projector_input_dim": 4096,
                "projector_output_dim": 4096},
     "pixtral": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
@@ -52,7 +52,7 @@ def vision_param_count(model_type: str, vision_config: dict, text_hidden_size: i
 
     Args:
         model_type: the vision config's type — ``"siglip_vision_model"`` (Gemma 3),
-            ``"llama4"`` (Llama 4) or ``"pixtral"`` (Mistral 3).
+            ``"llama4_vision_model"`` (Llama 4) or ``"pixtral"`` (Mistral 3).
         vision_config: config.json's ``vision_config`` (``{}`` when absent: transformers' defaults).
         text_hidden_size: D of the language model (the projector's output width).
         outer: the whole config.json (Mistral 3's projector reads ``spatial_merge_size``,
@@ -86,7 +86,7 @@ def vision_param_count(model_type: str, vision_config: dict, text_hidden_size: i
         if g["vision_use_head"]:   # attention-pooling head: probe, in/out proj, LayerNorm, MLP
             n += D + 3 * D * D + 3 * D + D * D + D + 2 * D + 2 * D * F + F + D
         return n + D * T + D      # Gemma3MultiModalProjector: [D_v, D] projection + RMSNorm(D_v)
-    if model_type == "llama4":
+    if model_type == "llama4_vision_model":
         n = D * C * P * P + D + ((g["image_size"] // P) ** 2 + 1) * D + 4 * D   # patch, class, positions, 2 LN
         n += L * (4 * (D * D + D) + 2 * D * F + F + D + 4 * D)
         n += g["projector_input_dim"] * F + g["projector_output_dim"] ** 2      # vision_adapter (pixel shuffle MLP)

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import llm_dataflow as ldf
-from llm_dataflow.core.hf_config import HF_CONFIG_ALIASES, HF_CONFIG_DEFAULTS
+from llm_dataflow.core.hf_config import HF_CONFIG_ALIASES, HF_CONFIG_DEFAULTS, NESTED_MODEL_TYPES
 
 transformers = pytest.importorskip("transformers")
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText  # noqa: E402
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -34,8 +34,12 @@ def hf_view(hc) -> dict:
                     d_ff=hc.n_inner or 4 * D, vocab_size=hc.vocab_size, tie_embeddings=hc.tie_word_embeddings,
                     max_position_embeddings=hc.n_positions, norm_eps=hc.layer_norm_epsilon,
                     windows=[None] * hc.n_layer)
+    if mt in NESTED_MODEL_TYPES:  # the language model, tied as the composite config says
+        return dict(hf_view(hc.text_config), tie_embeddings=hc.tie_word_embeddings)
     D, H, L = hc.hidden_size, hc.num_attention_heads, hc.num_hidden_layers
     rp = dict(hc.rope_parameters)
+    if mt == "gemma3_text":   # RoPE per layer type: the full layers' is the model's, the sliding ones' base
+        rp = dict(hc.rope_parameters["full_attention"])
     out = dict(n_layers=L, d_model=D, n_heads=H, n_kv_heads=hc.num_key_value_heads,
                head_dim=hc.qk_head_dim if mt == "deepseek_v3" else (getattr(hc, "head_dim", None) or D // H),
                d_ff=hc.intermediate_size, vocab_size=hc.vocab_size, tie_embeddings=hc.tie_word_embeddings,
@@ -44,10 +48,34 @@ def hf_view(hc) -> dict:
                rope_scaling=None if rp.get("rope_type", "default") == "default" else
                {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")})
     # the attention window of each layer, as each modelling file computes it
-    if mt in ("qwen2", "qwen3", "gemma2"):
-        out["windows"] = [hc.sliding_window if t == "sliding_attention" else None for t in hc.layer_types]
+    if mt in ("qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss", "llama4_text", "qwen3_next"):
+        out["windows"] = [{"sliding_attention": hc.sliding_window if mt not in ("llama4_text", "qwen3_next") else None,
+                           "chunked_attention": ("chunk", getattr(hc, "attention_chunk_size", None)),
+                           "linear_attention": "linear"}.get(t) for t in hc.layer_types]
     else:
         out["windows"] = [getattr(hc, "sliding_window", None)] * L
+    if mt == "gemma3_text":
+        out["rope_local_theta"] = hc.rope_parameters["sliding_attention"]["rope_theta"]
+    if mt == "llama4_text":  # Llama4TextMoe in hc.moe_layers, dense Llama4TextMLP (intermediate_size_mlp) elsewhere
+        out.update(d_ff=hc.intermediate_size_mlp, n_routed_experts=hc.num_local_experts,
+                   n_experts_per_token=hc.num_experts_per_tok, moe_d_ff=hc.intermediate_size, n_shared_experts=1,
+                   shared_expert_d_ff=hc.intermediate_size, attention_chunk_size=hc.attention_chunk_size,
+                   dense_layers=tuple(i for i in range(L) if i not in hc.moe_layers),
+                   nope_layers=tuple(i for i in range(L) if not hc.no_rope_layers[i]))
+    if mt == "gpt_oss":
+        out.update(n_routed_experts=hc.num_local_experts, n_experts_per_token=hc.num_experts_per_tok,
+                   moe_d_ff=hc.intermediate_size, attention_sinks=True, router_linear_bias=True,
+                   swiglu_limit=hc.swiglu_limit, swiglu_alpha=hc.swiglu_alpha)
+    if mt == "qwen3_next":
+        moe = [i not in hc.mlp_only_layers and hc.num_experts > 0 and (i + 1) % hc.decoder_sparse_step == 0
+               for i in range(L)]
+        out.update(n_routed_experts=hc.num_experts, n_experts_per_token=hc.num_experts_per_tok,
+                   moe_d_ff=hc.moe_intermediate_size, norm_topk_prob=hc.norm_topk_prob,
+                   shared_expert_d_ff=hc.shared_expert_intermediate_size,
+                   dense_layers=tuple(i for i in range(L) if not moe[i]),
+                   **{k: getattr(hc, k) for k in ("linear_num_key_heads", "linear_num_value_heads",
+                                                   "linear_key_head_dim", "linear_value_head_dim",
+                                                   "linear_conv_kernel_dim")})
     if mt == "mixtral":
         out.update(n_routed_experts=hc.num_local_experts, n_experts_per_token=hc.num_experts_per_tok,
                    moe_d_ff=hc.intermediate_size)
@@ -68,14 +96,22 @@ def hf_view(hc) -> dict:
 
 def ours_view(cfg: ldf.ModelConfig, keys) -> dict:
     out = {k: getattr(cfg, k) for k in keys if k != "windows"}
-    out["windows"] = [cfg.sliding_window if cfg.layer_type(i) == "sliding_attention" else None
-                      for i in range(cfg.n_layers)]
+    out["windows"] = [{"sliding_attention": cfg.sliding_window, "chunked_attention": ("chunk", cfg.attention_chunk_size),
+                       "linear_attention": "linear"}.get(cfg.layer_type(i)) for i in range(cfg.n_layers)]
     return out
 
 
 def hf_meta_model(hc):
     with torch.device("meta"):
+        if hc.model_type in NESTED_MODEL_TYPES:   # the whole checkpoint: language model + vision tower
+            return AutoModelForImageTextToText.from_config(hc)
         return AutoModelForCausalLM.from_config(hc)
+
+
+def stored_count(m) -> int:
+    """What a checkpoint stores: parameters (tied ones once) + persistent buffers."""
+    persistent = set(m.state_dict())
+    return sum(p.numel() for p in m.parameters()) + sum(b.numel() for n, b in m.named_buffers() if n in persistent)
 
 
 def assert_same_as_transformers(d: dict, model: bool = True) -> ldf.ModelConfig:
@@ -88,12 +124,17 @@ def assert_same_as_transformers(d: dict, model: bool = True) -> ldf.ModelConfig:
     if model:
         m = hf_meta_model(hc)
         # what a checkpoint stores: parameters + persistent buffers (DeepSeek-V3's e_score_correction_bias)
-        persistent = set(m.state_dict())
-        stored = sum(p.numel() for p in m.parameters()) + sum(b.numel() for n, b in m.named_buffers()
-                                                                if n in persistent)
-        assert stored == ldf.param_count(cfg)
-        hf_bias = {n for n, _ in m.named_parameters() if n.endswith(".bias")}
-        ours_bias = {t.name for t in ldf.tensor_specs(cfg) if t.name.endswith(".bias")}
+        if d["model_type"] in NESTED_MODEL_TYPES:
+            assert stored_count(m) == ldf.param_count(cfg) + cfg.vision_params
+            lm = m.model.language_model if hasattr(m, "model") else m.language_model.model
+            assert stored_count(lm) + (0 if cfg.tie_embeddings else cfg.vocab_size * cfg.d_model) == ldf.param_count(cfg)
+            return cfg
+        assert stored_count(m) == ldf.param_count(cfg)
+        # transformers 5 fuses routed experts (gpt-oss: experts.gate_up_proj_bias): compare their biases by count
+        hf_bias = {n for n, _ in m.named_parameters() if n.endswith(".bias") and ".experts." not in n}
+        ours_bias = {t.name for t in ldf.tensor_specs(cfg) if t.name.endswith(".bias") and ".experts." not in t.name}
+        assert sum(p.numel() for n, p in m.named_parameters() if ".experts." in n and n.endswith("bias")) == \
+            sum(t.numel for t in ldf.tensor_specs(cfg) if ".experts." in t.name and t.name.endswith(".bias"))
         if d["model_type"] == "gpt2":
             ours_bias = {n.removeprefix("transformer.") for n in ours_bias}
             hf_bias = {n.removeprefix("transformer.") for n in hf_bias}
@@ -167,6 +208,48 @@ MINIMAL = {
                          q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12,
                          attention_bias=True, n_shared_experts=2)],
 }
+# today's families (issue 27): tiny shapes of each layer pattern
+LLAMA4 = dict(SMALL, num_hidden_layers=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+              num_experts_per_tok=1, intermediate_size_mlp=80, attention_chunk_size=8)
+NEXT = dict(SMALL, num_hidden_layers=4, num_key_value_heads=2, head_dim=16, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=32, shared_expert_intermediate_size=40, linear_num_key_heads=2,
+            linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=12)
+SIGLIP = dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+              num_attention_heads=2, image_size=32, patch_size=8)
+MINIMAL.update({
+    "gemma3_text": [dict(SMALL, head_dim=16, num_key_value_heads=2, sliding_window=8),
+                    dict(SMALL, head_dim=16, sliding_window=4, sliding_window_pattern=2, rope_theta=5e5,
+                         rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0},
+                         query_pre_attn_scalar=16, attention_bias=True, tie_word_embeddings=False),
+                    dict(SMALL, head_dim=16, sliding_window=5,
+                         layer_types=["sliding_attention", "full_attention", "sliding_attention"])],
+    "llama4_text": [dict(LLAMA4), dict(LLAMA4, interleave_moe_layer_step=2, no_rope_layers=[1, 0, 1, 1],
+                                       use_qk_norm=False, attention_bias=True, tie_word_embeddings=True),
+                    dict(LLAMA4, attention_chunk_size=None, moe_layers=[0, 3],
+                         rope_scaling={"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+                                       "high_freq_factor": 1.0, "original_max_position_embeddings": 64})],
+    "gpt_oss": [dict(SMALL, head_dim=16, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                     sliding_window=4),
+                dict(SMALL, head_dim=16, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=1,
+                     sliding_window=6, attention_bias=False, rope_theta=1e4,
+                     layer_types=["full_attention", "sliding_attention", "full_attention"])],
+    "qwen3_next": [dict(NEXT), dict(NEXT, full_attention_interval=2, decoder_sparse_step=2, mlp_only_layers=[0],
+                                    attention_bias=True, partial_rotary_factor=0.5, linear_conv_kernel_dim=3)],
+    "gemma3": [dict(text_config=dict(SMALL, head_dim=16, sliding_window=8), vision_config=dict(SIGLIP)),
+               dict(text_config=dict(SMALL, head_dim=16, sliding_window=8), tie_word_embeddings=False,
+                    vision_config=dict(SIGLIP, vision_use_head=True))],
+    "llama4": [dict(text_config=dict(LLAMA4, model_type="llama4_text"),
+                    vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                                       image_size=32, patch_size=8, vision_output_dim=40, projector_input_dim=24,
+                                       projector_output_dim=24))],
+    "mistral3": [dict(text_config=dict(SMALL8, model_type="mistral"),
+                      vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=2, image_size=32, patch_size=8, head_dim=16)),
+                 dict(text_config=dict(SMALL8, model_type="mistral"), tie_word_embeddings=False, spatial_merge_size=1,
+                      multimodal_projector_bias=True, vision_feature_layer=[-1, -2],
+                      vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=48,
+                                         num_hidden_layers=2, num_attention_heads=4))],
+})
 CASES = [(mt, i) for mt in ldf.SUPPORTED_MODEL_TYPES for i in range(len(MINIMAL[mt]))]
 
 

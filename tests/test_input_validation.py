@@ -75,6 +75,12 @@ VALID = {  # parameter name -> strategy of plausible values (JUNK is mixed in fo
     "allowed": st.none(), "field": st.sampled_from(["dtype", "x"]),
     "gamma": st.one_of(st.integers(1, 20), st.just(10**30)), "max_gamma": st.integers(1, 20),
     "layer": st.integers(-1, 100), "digits": st.integers(0, 6),
+    "model_type": st.sampled_from(ldf.VISION_MODEL_TYPES),
+    "vision_config": st.one_of(st.just({}), st.fixed_dictionaries({}, optional={"hidden_size": COUNT,
+                                                                              "patch_size": COUNT,
+                                                                              "vision_use_head": st.booleans()})),
+    "outer": st.one_of(st.none(), st.fixed_dictionaries({}, optional={"spatial_merge_size": COUNT,
+                                                                     "vision_feature_layer": JUNK})),
 }
 DTYPE_PARAMS = {"dtype", "kv_dtype", "act_dtype", "id_dtype", "compute_dtype", "scale_dtype", "kv", "activations",
                 "compute"}
@@ -216,6 +222,7 @@ fused_block_rows fusion_bytes
 gemm_traffic gemm_tile_report
 hardware link arithmetic_intensity ridge_point custom_hardware runtime_memory_bytes hardware_arg
 kv_layer_bytes_per_token kv_bytes_per_token kv_tokens_held kv_cache_bytes kv_scale_bytes_per_tensor kv_cache_report
+state_bytes_per_sequence vision_param_count
 request_ledger movement_totals memory_tiers ledger_summary
 capacity tensor_parameters tensor_file_range
 parse_cache_size mountain_sizes

@@ -10,7 +10,7 @@ import torch
 
 from .core.config import ModelConfig, model_config, require_model_config
 from .core.formats import KV_DTYPES
-from .core.kv import kv_bytes_per_token, kv_cache_bytes
+from .core.kv import kv_bytes_per_token, kv_cache_bytes, state_bytes_per_sequence, state_dtype_for
 from .core.units import GB, GiB, check_dtype, no_overflow, require_nonnegative, require_positive
 from .measure import progress, time_calls, torch_threads
 
@@ -22,7 +22,9 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
     """A small table for the chapter-06 calculator widget (``ldf.calculator``).
 
     Returns a dict: attention kind, KV bytes per token, total KV bytes in B, GB (1e9) and GiB
-    (2**30), and whether ``context`` exceeds ``max_position_embeddings`` (computed anyway).
+    (2**30), and whether ``context`` exceeds ``max_position_embeddings`` (computed anyway); for a
+    model with linear-attention layers (Qwen3-Next) also the fixed state each sequence holds,
+    which the total includes.
 
     Raises:
         ValueError: ``model`` neither a preset name nor a ModelConfig, ``context`` not a
@@ -44,10 +46,13 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
     else:
         beyond = f"no ({context:,} ≤ {mpe:,})"
     windows = sorted({cfg.layer_type(i) for i in range(cfg.n_layers)})
+    state = state_bytes_per_sequence(cfg, state_dtype_for(kv_dtype))
     return {
         "attention": cfg.attention_kind,
-        "layer types": ", ".join(windows) + (f" (window {cfg.sliding_window:,})" if cfg.sliding_window else ""),
+        "layer types": ", ".join(windows) + (f" (window {cfg.sliding_window:,})" if cfg.sliding_window else "")
+        + (f" (chunk {cfg.attention_chunk_size:,})" if "chunked_attention" in windows else ""),
         "KV bytes per token (all layers)": kv_bytes_per_token(cfg, kv_dtype),
+        **({"state bytes per sequence (linear attention)": state} if state else {}),
         "KV cache bytes": total,
         "KV cache GB (1e9 B)": round(total / GB, 3),
         "KV cache GiB (2^30 B)": round(total / GiB, 3),

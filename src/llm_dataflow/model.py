@@ -224,14 +224,15 @@ def swiglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: to
     return linear(F.silu(linear(x, w_gate)) * linear(x, w_up), w_down)
 
 
-def route(x: torch.Tensor, gate_weight: torch.Tensor, k: int, norm_topk_prob: bool = True
-          ) -> tuple[torch.Tensor, torch.Tensor]:
+def route(x: torch.Tensor, gate_weight: torch.Tensor, k: int, norm_topk_prob: bool = True,
+          bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k MoE router: softmax over the E router logits, keep the k largest.
 
-    Shapes: ``x [N, D]``, ``gate_weight [E, D]`` → ``(indices [N, k] int64, weights [N, k])``.
+    Shapes: ``x [N, D]``, ``gate_weight [E, D]``, ``bias [E]`` or None (gpt-oss's router has
+    one) → ``(indices [N, k] int64, weights [N, k])``.
     Probabilities are computed in FP32 (Hugging Face ``Qwen3MoeTopKRouter``); with
-    ``norm_topk_prob`` the k kept weights are renormalised to sum to 1 (Mixtral's "softmax over
-    the top-k logits" is the same thing).  Weights are returned in ``x.dtype``.
+    ``norm_topk_prob`` the k kept weights are renormalised to sum to 1 (Mixtral's and gpt-oss's
+    "softmax over the top-k logits" is the same thing).  Weights are returned in ``x.dtype``.
 
     Raises:
         ValueError: ``k`` not in ``1..E`` or shapes that do not fit.
@@ -241,7 +242,7 @@ def route(x: torch.Tensor, gate_weight: torch.Tensor, k: int, norm_topk_prob: bo
         raise ValueError(f"gate_weight {tuple(gate_weight.shape)} must be [E, D={x.shape[-1]}]")
     if not isinstance(k, int) or not 1 <= k <= E:
         raise ValueError(f"k={k!r} is not allowed; it must be an integer in 1..E={E}")
-    probs = F.linear(x, gate_weight).softmax(dim=-1, dtype=torch.float32)  # [N, E]
+    probs = F.linear(x, gate_weight, bias).softmax(dim=-1, dtype=torch.float32)  # [N, E]
     weights, idx = torch.topk(probs, k, dim=-1)
     if norm_topk_prob:
         weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -400,25 +401,33 @@ class RMSNorm(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """``gate_proj, up_proj [F, D]``, ``down_proj [D, F]`` (Hugging Face ``LlamaMLP`` names)."""
+    """``gate_proj, up_proj [F, D]``, ``down_proj [D, F]`` (Hugging Face ``LlamaMLP`` names).
 
-    def __init__(self, d: int, f: int, bias: bool, dtype=None, device=None):
+    ``limit`` (gpt-oss's ``swiglu_limit``, with ``alpha``): the clamped form of transformers'
+    ``GptOssExperts``: ``down((clamp(u, ±limit) + 1) ⊙ g·σ(alpha·g))``, ``g = min(gate, limit)``."""
+
+    def __init__(self, d: int, f: int, bias: bool, dtype=None, device=None, limit=None, alpha=None):
         super().__init__()
         kw = dict(bias=bias, dtype=dtype, device=device)
         self.gate_proj = Linear(d, f, **kw)
         self.up_proj = Linear(d, f, **kw)
         self.down_proj = Linear(f, d, **kw)
+        self.limit, self.alpha = limit, alpha
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.limit is None:
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        g, u = self.gate_proj(x).clamp(max=self.limit), self.up_proj(x).clamp(-self.limit, self.limit)
+        return self.down_proj((u + 1) * g * torch.sigmoid(self.alpha * g))
 
 
 class Router(nn.Module):
     """``gate.weight [E, D]``: the router's linear layer (see :func:`route`)."""
 
-    def __init__(self, d: int, e: int, dtype=None, device=None):
+    def __init__(self, d: int, e: int, dtype=None, device=None, bias: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(e, d, dtype=dtype, device=device))
+        self.bias = nn.Parameter(torch.empty(e, dtype=dtype, device=device)) if bias else None
 
 
 class MoE(nn.Module):
@@ -432,17 +441,25 @@ class MoE(nn.Module):
     def __init__(self, cfg: ModelConfig, dtype=None, device=None):
         super().__init__()
         self.k, self.norm_topk_prob = cfg.n_experts_per_token, cfg.norm_topk_prob
-        self.gate = Router(cfg.d_model, cfg.n_routed_experts, dtype, device)
-        self.experts = nn.ModuleList(SwiGLU(cfg.d_model, cfg.moe_d_ff, cfg.mlp_bias, dtype, device)
-                                     for _ in range(cfg.n_routed_experts))
+        self.router_name = "router" if cfg.model_type == "gpt_oss" else "gate"   # tensor_specs' names
+        self.add_module(self.router_name, Router(cfg.d_model, cfg.n_routed_experts, dtype, device,
+                                                 cfg.router_linear_bias))
+        self.experts = nn.ModuleList(SwiGLU(cfg.d_model, cfg.moe_d_ff, cfg.mlp_bias, dtype, device,
+                                            cfg.swiglu_limit, cfg.swiglu_alpha) for _ in range(cfg.n_routed_experts))
         self.shared_experts = (SwiGLU(cfg.d_model, cfg.shared_d_ff, cfg.mlp_bias, dtype, device)
                                if cfg.n_shared_experts else None)
         self.last_counts = None
 
+    @property
+    def router_module(self) -> Router:
+        """The router, whatever transformers names it (``gate``; gpt-oss: ``router``)."""
+        return getattr(self, self.router_name)
+
     def forward(self, x):
         shape = x.shape
         x = x.reshape(-1, shape[-1])  # [N, D], N = B·T
-        idx, w = route(x, self.gate.weight, self.k, self.norm_topk_prob)  # [N, k] each
+        r = self.router_module
+        idx, w = route(x, r.weight, self.k, self.norm_topk_prob, r.bias)  # [N, k] each
         flat = idx.flatten()
         counts = torch.bincount(flat, minlength=len(self.experts))
         self.last_counts = counts
@@ -489,6 +506,8 @@ class Attention(nn.Module):
         self.k_proj = Linear(D, Hkv * dh, bias=cfg.attention_bias, **kw)
         self.v_proj = Linear(D, Hkv * dh, bias=cfg.attention_bias, **kw)
         self.o_proj = Linear(H * dh, D, bias=cfg.attention_out_bias, **kw)
+        # gpt-oss: one learned logit per head in the softmax's denominator (attends to nothing)
+        self.sinks = nn.Parameter(torch.empty(H, dtype=dtype, device=device)) if cfg.attention_sinks else None
         if cfg.qk_norm:  # Qwen3: RMSNorm over d_h on each head of q and k, before RoPE
             self.q_norm = RMSNorm(dh, cfg.norm_eps, dtype, device)
             self.k_norm = RMSNorm(dh, cfg.norm_eps, dtype, device)
@@ -508,7 +527,16 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(self.layer, k, v)  # [B, H_kv, S, d_h] views of the cache
         mask = ctx.masks.get(self.layer_type)
-        if T == 1:
+        if self.sinks is not None:  # the sink as one more key: value 0, logit sinks[h] (a float mask column)
+            S = k.shape[2]
+            if mask is None:
+                mask = (torch.arange(S, device=x.device) <= torch.arange(S - T, S, device=x.device)[:, None])[None, None]
+            sink = self.sinks.to(q.dtype).view(1, H, 1, 1).expand(mask.shape[0], H, T, 1)
+            mask = torch.cat([torch.zeros((), dtype=q.dtype, device=x.device).masked_fill(~mask, float("-inf"))
+                              .expand(mask.shape[0], H, T, S), sink], -1)
+            k, v = (torch.cat([t, t.new_zeros(B, Hkv, 1, dh)], 2) for t in (k, v))
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=H != Hkv)
+        elif T == 1:
             # decode: fold the H/H_kv query heads of a group into one axis so each kv head's K and V
             # are read once and never repeated; plain matmuls (CPU SDPA has a high fixed cost per
             # call and is slow on strided cache views).  Reads 2·B·H_kv·S·d_h cache elements.
@@ -548,11 +576,17 @@ class _Model(nn.Module):
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps, dtype, device)
 
 
+_NOT_RUN = ("gemma3_text", "llama4_text", "qwen3_next")
+
+
 def check_supported(cfg: ModelConfig) -> None:
     """Raise ``ValueError`` naming the first field of ``cfg`` this decoder does not implement."""
     if not isinstance(cfg, ModelConfig):
         raise ValueError(f"cfg={cfg!r} is not a ModelConfig")
     checks = (  # (field, value, supported?, what is allowed)
+        ("model_type", cfg.model_type, cfg.model_type not in _NOT_RUN,
+         "not " + ", ".join(_NOT_RUN) + " (Gemma 3's norms and local RoPE, chunked and NoPE layers, "
+         "Gated DeltaNet linear attention are not implemented)"),
         ("kv_lora_rank", cfg.kv_lora_rank, cfg.kv_lora_rank is None,
          "None (multi-head latent attention is not implemented)"),
         ("norm", cfg.norm, cfg.norm == "rmsnorm", "'rmsnorm'"),
@@ -571,7 +605,7 @@ def check_supported(cfg: ModelConfig) -> None:
 
 
 class Decoder(nn.Module):
-    """Decoder-only Transformer for llama-like configs (Llama, Mistral, Qwen2/3, Mixtral, Qwen3-MoE).
+    """Decoder-only Transformer for llama-like configs (Llama, Mistral, Qwen2/3, Mixtral, Qwen3-MoE, gpt-oss).
 
     ``Decoder(cfg, dtype, device)`` builds ``model.embed_tokens``, ``model.layers[i]``,
     ``model.norm`` and ``lm_head`` (``None`` when ``cfg.tie_embeddings``: logits then use the
@@ -581,7 +615,13 @@ class Decoder(nn.Module):
     Raises:
         ValueError: an unsupported config field (MLA, LayerNorm, learned positions, GeGLU/GELU,
             Gemma-2's four norms, DeepSeek's router bias, a ``rope_scaling`` type other than
-            default / ``"llama3"``, any ``cfg.unmodelled`` setting), named.
+            default / ``"llama3"``, any ``cfg.unmodelled`` setting), named; and today's families
+            by ``model_type``: gemma3_text (Gemma's norms, GeGLU, a second RoPE base for the
+            sliding layers), llama4_text (chunked attention, NoPE layers, sigmoid routing) and
+            qwen3_next (Gated DeltaNet linear attention: no KV cache, a recurrent state the
+            decoder does not implement).  Their bytes and FLOPs are counted by the core all the
+            same.  gpt_oss runs (attention sinks, biased router, clamped SwiGLU experts) with
+            plain RoPE; its checkpoints' YaRN ``rope_scaling`` is refused like any type but llama3.
     """
 
     def __init__(self, cfg: ModelConfig, dtype: torch.dtype = torch.float32, device=None):

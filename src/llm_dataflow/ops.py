@@ -261,6 +261,9 @@ def op_ledger(cfg: ModelConfig, batch: int = 1, seq_len: int = 16, phase: str = 
     T, C = _shape_args(cfg, batch, seq_len, phase, context_len)
     if not isinstance(layer, int) or not 0 <= layer < cfg.n_layers:
         raise ValueError(f"layer={layer!r} is out of range; allowed 0..{cfg.n_layers - 1}")
+    if cfg.attention_sinks or cfg.swiglu_limit is not None:
+        raise ValueError(f"cfg.attention_sinks={cfg.attention_sinks} is not allowed here: the ledger's ops do not "
+                         "include gpt-oss's sinks and clamped experts; allowed: the Decoder's other configs")
     if model is None:
         torch.manual_seed(seed)
         model = Decoder(cfg, dtype=dtype)

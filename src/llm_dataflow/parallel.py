@@ -134,6 +134,9 @@ def shard_decoder_tp(decoder, rank: int, n_ranks: int):
     """
     cfg = decoder.cfg
     check_tp_degree(cfg, n_ranks)
+    if cfg.attention_sinks:
+        raise ValueError("cfg.attention_sinks=True is not allowed here: this TP split does not shard gpt-oss's "
+                         "per-head sinks; allowed: configs without attention sinks")
     if not isinstance(rank, int) or not 0 <= rank < n_ranks:
         raise ValueError(f"rank={rank!r} is not allowed; allowed: 0..{n_ranks - 1}")
     H, Hkv, dh = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
@@ -336,7 +339,8 @@ def ep_moe_forward(moe, x: torch.Tensor, comm: CommCounter) -> tuple[torch.Tenso
     E = moe.n_experts
     el = E // N
     n, D = x.shape
-    idx, w = route(x, moe.gate.weight, moe.k, moe.norm_topk_prob)      # [n, k] each
+    r = moe.router_module
+    idx, w = route(x, r.weight, moe.k, moe.norm_topk_prob, r.bias)      # [n, k] each
     flat = idx.flatten()                                                # slot j = token j // k
     order = flat.argsort(stable=True)                                   # slots grouped by expert
     tok = order // moe.k

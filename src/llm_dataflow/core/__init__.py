@@ -6,25 +6,9 @@ parallel arithmetic, the memory fit, the roofline bounds and ``plan``.  The laye
 kernels, measurement, the notebooks' calculators and figures) import the core; the core imports
 none of them.  Modules, each importing only those listed before it:
 
-``units``       bytes, GB vs GiB, dtype widths, input checks, number formatting
-``hf_config``   reading a Hugging Face ``config.json`` (transformers' defaults and conventions)
-``config``      ``ModelConfig``, the presets, the checkpoint's tensors, parameter counts
-``formats``     weight formats (``QuantSpec``), the ``PrecisionPlan``, KV dtypes
-``hardware``    GPU and link presets, ridge points
-``chips``       chip generations, their on-chip memories and profiler metrics (chapter 04)
-``kv``          KV-cache bytes for every attention variant (chapter 06)
-``collectives`` bytes per rank and the α–β time of each collective (chapter 07)
-``accounting``  the one accounting model: weights, KV, activations, FLOPs, step bytes
-``parallel``    the TP/PP/EP degree check, layer partitions, TP/EP/ring byte counts
-``fit``         whether weights, KV, activations and the runtime reserve fit per GPU
-``serving``     KV room as a serving engine counts it (vLLM ``gpu_memory_utilization``, SGLang)
-``roofline``    lower bounds of a decode step and a prefill, the critical batch (blended, per kernel)
-``coverage``    the published measurements' rows, and which of them cover a deployment
-``plan``        ``python -m llm_dataflow plan``: :func:`llm_dataflow.core.plan.main`
-==============  =============================================================================
-=======
 ================  =============================================================================
 ``units``         bytes, GB vs GiB, dtype widths, input checks, number formatting
+``vision``        parameters of a multimodal checkpoint's vision tower and projector
 ``hf_config``     reading a Hugging Face ``config.json`` (transformers' defaults and conventions)
 ``formats``       weight formats (``QuantSpec``), the ``PrecisionPlan``, KV dtypes
 ``quantization``  the checkpoint's own format from ``config.json``'s ``quantization_config``
@@ -46,9 +30,10 @@ Every module's ``__all__`` is re-exported here (and by ``llm_dataflow``).
 """
 import sys
 
-from . import (units, hf_config, formats, quantization, config, hardware, chips, kv, collectives, accounting,  # noqa: F401
+from . import (units, vision, hf_config, formats, quantization, config, hardware, chips, kv, collectives, accounting,  # noqa: F401
                parallel, fit, serving, roofline, coverage, plan)
 from .units import *  # noqa: F401,F403
+from .vision import *  # noqa: F401,F403
 from .hf_config import *  # noqa: F401,F403
 from .formats import *  # noqa: F401,F403
 from .quantization import *  # noqa: F401,F403
@@ -65,6 +50,6 @@ from .roofline import *  # noqa: F401,F403
 from .coverage import *  # noqa: F401,F403
 from .plan import *  # noqa: F401,F403
 
-MODULES = ("units", "hf_config", "formats", "quantization", "config", "hardware", "chips", "kv", "collectives", "accounting",
+MODULES = ("units", "vision", "hf_config", "formats", "quantization", "config", "hardware", "chips", "kv", "collectives", "accounting",
            "parallel", "fit", "serving", "roofline", "coverage", "plan")
 __all__ = [name for m in MODULES for name in sys.modules[f"{__name__}.{m}"].__all__]

@@ -31,7 +31,7 @@ import math
 
 from .config import MAX_EXPERTS, ModelConfig, as_model_config, as_model_or_count, tensor_specs
 from .formats import KV_DTYPES, PrecisionPlan, QuantSpec, as_precision_plan
-from .kv import kv_cache_bytes, kv_layer_bytes_per_token, kv_token_bytes
+from .kv import kv_cache_bytes, kv_layer_bytes_per_token, kv_token_bytes, state_bytes_per_sequence, state_dtype_for
 from .units import check_dtype, dtype_bits, dtype_bytes, no_overflow, require_nonnegative, require_positive
 
 __all__ = [
@@ -127,7 +127,7 @@ def _weight_parts(cfg: ModelConfig, p: PrecisionPlan) -> tuple:
     other, experts, tables = 0, 0, []
     for t in tensor_specs(cfg):
         b = tensor_bytes(t, p.weights, p.quant)
-        if t.role == "expert":
+        if t.expert is not None:   # a routed expert's weights and biases
             experts += b if t.expert == 0 else 0
         elif (t.role == "embedding" and not cfg.tie_embeddings) or t.role == "position_embedding":
             tables.append((t.shape[0], b))
@@ -209,8 +209,9 @@ def _kv_seq(cfg: ModelConfig, seq_len: int, kvd: str) -> int:
 def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dtype="bf16") -> int:
     """KV bytes read by ``steps`` decode steps that start at ``context_len`` cached tokens (B):
     ``Σ_{i=1..steps} kv_bytes(cfg, context_len + i − 1, batch)``, in closed form per layer
-    (a full layer holds ``n`` tokens, a sliding one ``min(n, W)``), so long generations cost no
-    loop over steps.
+    (a full layer holds ``n`` tokens, a sliding one ``min(n, W)``, a chunked one
+    ``((n − 1) mod C) + 1``; a linear-attention model's fixed state is read once per step that
+    starts from a non-empty sequence), so long generations cost no loop over steps.
 
     Raises:
         ValueError: negative ``context_len`` or ``steps``, ``batch`` < 1, unknown dtype.
@@ -231,8 +232,20 @@ def kv_read_over_steps(cfg, context_len: int, steps: int, batch: int = 1, kv_dty
             W = cfg.sliding_window
             below = max(0, min(n, W - P))                 # steps whose context is still < W
             held = below * P + below * (below - 1) // 2 + (n - below) * W
+        elif cfg.layer_type(i) == "chunked_attention":
+            held = _chunk_prefix(P + n - 1, cfg.attention_chunk_size) - _chunk_prefix(P - 1, cfg.attention_chunk_size)
         total += held * kv_layer_bytes_per_token(cfg, i, kvd)
+    if n:   # the state of a linear-attention model, once per step whose sequence is not empty
+        total += (n - (P == 0)) * state_bytes_per_sequence(cfg, state_dtype_for(kvd))
     return batch * total
+
+
+def _chunk_prefix(m: int, C: int) -> int:
+    """``Σ_{j=1..m} (((j − 1) mod C) + 1)``: the tokens a chunked layer holds, summed over lengths 1..m."""
+    if m <= 0:
+        return 0
+    q, r = divmod(m, C)
+    return q * C * (C + 1) // 2 + r * (r + 1) // 2
 
 
 @no_overflow('tokens', 'logits_rows')
@@ -261,7 +274,7 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
     if cfg.is_mla:
         qkv = cfg.n_heads * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim) + cfg.kv_lora_rank + cfg.qk_rope_head_dim
     else:
-        qkv = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim
+        qkv = (cfg.n_heads * (2 if cfg.attn_output_gate else 1) + 2 * cfg.n_kv_heads) * cfg.head_dim
     widths = [cfg.d_ff] if (not cfg.is_moe or cfg.dense_layers) else []
     if cfg.is_moe:
         widths.append(cfg.n_experts_per_token * cfg.moe_d_ff + cfg.shared_d_ff)
@@ -333,7 +346,11 @@ def attention_flops_per_token(cfg, attended: int, *, mla: str = "absorbed") -> i
 
     Per layer: ``QKᵀ`` is ``2·H·d_qk·S`` and ``P·V`` is ``2·H·d_v·S`` FLOPs (S = attended keys,
     d_qk = d_v = d_h).  Softmax is not counted.  Source: Kaplan et al. 2020, arXiv:2001.08361,
-    Table 1, written per layer.
+    Table 1, written per layer.  A chunked layer attends to ``((attended − 1) mod C) + 1`` keys.
+    A linear-attention layer (Gated DeltaNet, Yang et al. 2024, arXiv:2412.06464: ``S_t =
+    α_t·S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ``, ``o_t = S_t q_t``) costs ``6·H_v·d_k·d_v``
+    whatever the context: per value head the products ``S·k``, the rank-1 update and ``S·q``,
+    ``2·d_k·d_v`` each (the decay and the short convolution are element-wise, not counted).
 
     MLA (DeepSeek-V2/V3, arXiv:2405.04434 §2.1.2): ``mla="absorbed"`` (default) is the form a
     decode kernel that reads only the cached latent computes — W_UK folded into the query and
@@ -351,11 +368,21 @@ def attention_flops_per_token(cfg, attended: int, *, mla: str = "absorbed") -> i
     w = _attn_width(cfg, mla)
     total = 0
     for i in range(cfg.n_layers):
-        s = attended
-        if cfg.layer_type(i) == "sliding_attention":
+        s, lt = attended, cfg.layer_type(i)
+        if lt == "linear_attention":
+            total += _linear_attention_flops(cfg)
+            continue
+        if lt == "sliding_attention":
             s = min(s, cfg.sliding_window)
+        elif lt == "chunked_attention" and s:
+            s = (s - 1) % cfg.attention_chunk_size + 1
         total += 2 * cfg.n_heads * w * s
     return total
+
+
+def _linear_attention_flops(cfg: ModelConfig) -> int:
+    """FLOPs of one token through one Gated DeltaNet layer's recurrence: ``6·H_v·d_k·d_v``."""
+    return 6 * cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim
 
 
 def _causal_attention_flops(cfg: ModelConfig, prompt_len: int, mla: str) -> int:
@@ -365,9 +392,15 @@ def _causal_attention_flops(cfg: ModelConfig, prompt_len: int, mla: str) -> int:
     T = prompt_len
     total = 0
     for i in range(cfg.n_layers):
-        if cfg.layer_type(i) == "sliding_attention" and cfg.sliding_window < T:
+        lt = cfg.layer_type(i)
+        if lt == "linear_attention":
+            total += T * _linear_attention_flops(cfg)  # the recurrence, once per token
+            continue
+        if lt == "sliding_attention" and cfg.sliding_window < T:
             w = cfg.sliding_window
             keys = w * (w + 1) // 2 + (T - w) * w  # Σ_t min(t, W)
+        elif lt == "chunked_attention":
+            keys = _chunk_prefix(T, cfg.attention_chunk_size)  # Σ_t ((t − 1) mod C) + 1
         else:
             keys = T * (T + 1) // 2                # Σ_t t
         total += 2 * cfg.n_heads * w_attn * keys
@@ -414,7 +447,9 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *
     2. the KV cache read: every sequence's ``context_len`` cached positions in every layer
        (:func:`kv_bytes` in the plan's KV dtype — BF16 for quantised weights unless
        ``kv_dtype`` says otherwise);
-    3. the KV write of the new token: ``batch · kv_bytes_per_token``.
+    3. the KV write of the new token: ``batch · kv_bytes_per_token``, and for a model with
+       linear-attention layers the rewrite of each sequence's state
+       (:func:`~llm_dataflow.core.kv.state_bytes_per_sequence`; its read is in term 2).
 
     Not included: activations (a fused kernel keeps them on chip), logits, the token ids.
 
@@ -434,7 +469,8 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *
         _no_context(context_len)
         return w
     kvd = p.kv_dtype
-    return w + batch * (_kv_seq(cfg, context_len, kvd) if context_len else 0) + batch * kv_token_bytes(cfg, kvd)
+    write = kv_token_bytes(cfg, kvd) + state_bytes_per_sequence(cfg, state_dtype_for(kvd))
+    return w + batch * (_kv_seq(cfg, context_len, kvd) if context_len else 0) + batch * write
 
 
 def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = False, mla: str = "naive") -> int:

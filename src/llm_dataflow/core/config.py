@@ -33,7 +33,9 @@ __all__ = [
 _NORMS = ("rmsnorm", "layernorm")
 _MLPS = ("swiglu", "geglu", "gelu")
 _POSITIONS = ("rope", "learned")
-_LAYER_TYPES = ("full_attention", "sliding_attention")
+_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+_LINEAR_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                  "linear_conv_kernel_dim")
 #: Upper bounds a :class:`ModelConfig` accepts.  Far above any published model (Llama 3.1 405B has
 #: 126 layers and d_model 16,384; Kimi K2 384 routed experts; Gemma 2 a 256,000-token vocabulary),
 #: they keep every calculator that enumerates a checkpoint's tensors (:func:`tensor_specs`) fast and
@@ -62,8 +64,27 @@ class ModelConfig:
     decoder implements what it supports and rejects the rest by name.
 
     Attention window: ``sliding_window`` (tokens) and ``layer_types`` (one of
-    ``"full_attention"`` / ``"sliding_attention"`` per layer; ``None`` = every layer sliding when
-    ``sliding_window`` is set, else every layer full).
+    ``"full_attention"`` / ``"sliding_attention"`` / ``"chunked_attention"`` /
+    ``"linear_attention"`` per layer; ``None`` = every layer sliding when ``sliding_window`` is
+    set, else every layer full).  A chunked layer (Llama 4, ``attention_chunk_size`` C tokens)
+    attends only within its own C-token chunk; a linear-attention layer (Qwen3-Next's Gated
+    DeltaNet, arXiv:2412.06464) keeps no KV cache but a fixed-size state per sequence, sized by
+    ``linear_num_key_heads``, ``linear_num_value_heads``, ``linear_key_head_dim``,
+    ``linear_value_head_dim`` and ``linear_conv_kernel_dim`` (config.json's names).
+
+    Today's families: ``nope_layers`` (layer indices that apply no RoPE: Llama 4's global
+    layers), ``rope_local_theta`` (Gemma 3: the RoPE base of its sliding layers),
+    ``attention_sinks`` (gpt-oss: one learned logit per head and layer in the softmax's
+    denominator, H parameters per layer), ``attn_output_gate`` (Qwen3-Next: q_proj also emits a
+    sigmoid gate for the attention output, so it is 2·H·d_h wide), ``router_linear_bias``
+    (gpt-oss: the router linear has a bias), ``shared_expert_gate`` (Qwen3-Next: a [1, D]
+    sigmoid gate on the shared expert), ``swiglu_limit`` / ``swiglu_alpha`` (gpt-oss's experts:
+    ``(clamp(up, ±limit) + 1) · g·σ(alpha·g)`` with ``g = min(gate, limit)``; no byte changes).
+
+    ``vision_params``: for a multimodal checkpoint whose config.json nests the language model in
+    ``text_config``, the parameters of the vision tower and its projector into the language
+    model (counted by :func:`llm_dataflow.core.vision.vision_param_count`); they are *not* in
+    :func:`param_count`, which counts the language model that ``plan`` sizes.
 
     ``quantization``: the checkpoint's weight format (a :class:`~llm_dataflow.core.formats.QuantSpec`
     read from ``quantization_config`` by :func:`~llm_dataflow.core.quantization.quant_spec_from_config`),
@@ -118,6 +139,21 @@ class ModelConfig:
     v_head_dim: int | None = None
     sliding_window: int | None = None
     layer_types: tuple | None = None
+    attention_chunk_size: int | None = None
+    nope_layers: tuple = ()
+    rope_local_theta: float | None = None
+    attention_sinks: bool = False
+    attn_output_gate: bool = False
+    router_linear_bias: bool = False
+    shared_expert_gate: bool = False
+    swiglu_limit: float | None = None
+    swiglu_alpha: float | None = None
+    linear_num_key_heads: int | None = None
+    linear_num_value_heads: int | None = None
+    linear_key_head_dim: int | None = None
+    linear_value_head_dim: int | None = None
+    linear_conv_kernel_dim: int | None = None
+    vision_params: int | None = None
     # config.json settings that change the forward pass but no byte/FLOP count; not part of the hash
     unmodelled: dict | None = field(default=None, hash=False)
     # the checkpoint's weight format, from config.json's quantization_config (None: unquantised)
@@ -143,11 +179,15 @@ class ModelConfig:
             raise ValueError(f"model_type={self.model_type!r} is not allowed; allowed: "
                              f"{', '.join(SUPPORTED_MODEL_TYPES)}")
         for f in ("tie_embeddings", "attention_bias", "attention_out_bias", "mlp_bias", "qk_norm",
-                  "router_bias", "norm_topk_prob"):
+                  "router_bias", "norm_topk_prob", "attention_sinks", "attn_output_gate", "router_linear_bias",
+                  "shared_expert_gate"):
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f}={getattr(self, f)!r} is not allowed; it must be True or False")
         require_positive("norm_eps", self.norm_eps, integer=False)
         require_positive("rope_theta", self.rope_theta, integer=False)
+        for f in ("rope_local_theta", "swiglu_limit", "swiglu_alpha"):
+            if getattr(self, f) is not None:
+                require_positive(f, getattr(self, f), integer=False)
         if self.rope_scaling is not None and not isinstance(self.rope_scaling, dict):
             raise ValueError(f"rope_scaling={self.rope_scaling!r} is not allowed; give config.json's dict or None")
         if self.unmodelled is not None and not isinstance(self.unmodelled, dict):
@@ -156,7 +196,7 @@ class ModelConfig:
             raise ValueError(f"quantization={self.quantization!r} is not allowed; give a QuantSpec or None")
         if self.unmodelled == {}:
             object.__setattr__(self, "unmodelled", None)
-        for f in ("published_params", "published_active_params", "published_precision"):
+        for f in ("published_params", "published_active_params", "published_precision", "vision_params"):
             if getattr(self, f) is not None:
                 require_positive(f, getattr(self, f))
         if self.n_heads % self.n_kv_heads:
@@ -172,7 +212,8 @@ class ModelConfig:
             raise ValueError(f"head_dim={self.head_dim} is odd; rotary position embedding rotates pairs "
                              "of channels, so head_dim must be even")
         for f in ("max_position_embeddings", "sliding_window", "moe_d_ff", "shared_expert_d_ff", "kv_lora_rank",
-                  "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+                  "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "attention_chunk_size",
+                  *_LINEAR_FIELDS):
             v = getattr(self, f)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_DIM):
                 raise ValueError(f"{f}={v!r} is not allowed; it must be None or an integer in 1..MAX_DIM={MAX_DIM}")
@@ -186,11 +227,21 @@ class ModelConfig:
             bad = [t for t in self.layer_types if t not in _LAYER_TYPES]
             if bad:
                 raise ValueError(f"layer_types contains {bad[0]!r}; allowed: {', '.join(_LAYER_TYPES)}")
-            if "sliding_attention" in self.layer_types and self.sliding_window is None:
-                raise ValueError("layer_types names sliding_attention layers but sliding_window is None")
-        if not isinstance(self.dense_layers, (tuple, list)):
-            raise ValueError(f"dense_layers={self.dense_layers!r} is not allowed; give a tuple of layer indices")
-        object.__setattr__(self, "dense_layers", tuple(self.dense_layers))
+            for lt, f in (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size"),
+                          ("linear_attention", "linear_num_value_heads")):
+                if lt in self.layer_types and getattr(self, f) is None:
+                    raise ValueError(f"layer_types names {lt} layers but {f} is None")
+            if "linear_attention" in self.layer_types:
+                for f in _LINEAR_FIELDS:
+                    require_positive(f, getattr(self, f))
+        for f in ("nope_layers", "dense_layers"):
+            v = getattr(self, f)
+            if not isinstance(v, (tuple, list)):
+                raise ValueError(f"{f}={v!r} is not allowed; give a tuple of layer indices")
+            object.__setattr__(self, f, tuple(v))
+        bad = [i for i in self.nope_layers if not (isinstance(i, int) and 0 <= i < self.n_layers)]
+        if bad:
+            raise ValueError(f"nope_layers contains {bad[0]!r}; allowed: layer indices 0..{self.n_layers - 1}")
         require_nonnegative("n_routed_experts", self.n_routed_experts)
         require_nonnegative("n_experts_per_token", self.n_experts_per_token)
         require_nonnegative("n_shared_experts", self.n_shared_experts)
@@ -247,7 +298,8 @@ class ModelConfig:
         return self.is_moe and layer not in self.dense_layers
 
     def layer_type(self, layer: int) -> str:
-        """``"full_attention"`` or ``"sliding_attention"`` for layer ``layer`` (0-based)."""
+        """``"full_attention"``, ``"sliding_attention"``, ``"chunked_attention"`` or
+        ``"linear_attention"`` for layer ``layer`` (0-based)."""
         if self.layer_types is not None:
             return self.layer_types[layer]
         return "sliding_attention" if self.sliding_window is not None else "full_attention"
@@ -270,7 +322,24 @@ class ModelConfig:
         to a folder holding it), reading it the way transformers 5.24 does.
 
         Supported ``model_type``: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, phi3,
-        gpt2, deepseek_v3.
+        gpt2, deepseek_v3; today's families gemma3_text, llama4_text, gpt_oss, qwen3_next; and the
+        multimodal gemma3, llama4, mistral3, whose language model is read from ``text_config``
+        (the outer ``tie_word_embeddings`` decides the tying, as in transformers) and whose vision
+        tower + projector are counted into ``vision_params`` (not into :func:`param_count`).
+
+        * **Today's families** (as transformers 5.24's classes fill them): gemma3_text — every
+          ``sliding_window_pattern``-th layer (default 6) full, the others sliding; QK norm, four
+          norms per layer, GeGLU; ``rope_theta``/``rope_scaling`` for the full layers and
+          ``rope_local_base_freq`` for the sliding ones (or ``rope_parameters`` per layer type).
+          llama4_text — MoE in ``moe_layers`` (default every ``interleave_moe_layer_step``-th
+          layer) with one shared expert, dense layers of ``intermediate_size_mlp``; layers with
+          RoPE are chunked (``attention_chunk_size``), the ``no_rope_layers`` zeros are global
+          NoPE layers (``nope_layers``).  gpt_oss — every layer MoE, biases on q/k/v/o, router
+          and experts, attention sinks, every other layer sliding (``layer_types``), YaRN RoPE
+          when config.json gives none.  qwen3_next — Gated DeltaNet layers with one full-
+          attention layer every ``full_attention_interval`` (default 4), gated q_proj, QK norm,
+          Qwen3-MoE's layer rule with a gated shared expert, ``partial_rotary_factor`` 0.25.
+          ``quantization_config`` is not read here (the weight format is read elsewhere).
 
         * **Omitted keys** take the default of transformers' config class for that type
           (:data:`llm_dataflow.core.hf_config.HF_CONFIG_DEFAULTS`, copied from ``transformers/models/<type>/
@@ -382,7 +451,15 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
     """Every tensor a checkpoint of ``cfg`` stores, with Hugging Face names and shapes.
 
     GPT-2 uses its own names and Conv1D layout ``[in, out]``.  Phi-3 checkpoints fuse q/k/v and
-    gate/up into one tensor each; they are listed unfused here (same element count).
+    gate/up into one tensor each; they are listed unfused here (same element count).  Routed
+    experts are listed one by one (``experts.{e}.{gate,up,down}_proj``) where transformers 5 fuses
+    them into ``experts.gate_up_proj [E, D, 2F]`` / ``down_proj`` (Llama 4, gpt-oss, Qwen3-Next):
+    same elements, and the per-expert split is what active-parameter counts need.  gpt-oss's
+    expert biases (``gate_up_proj_bias [E, 2F]``, ``down_proj_bias [E, D]``) are listed as the
+    per-expert ``gate/up/down_proj.bias`` (``cfg.mlp_bias``), its attention sinks as
+    ``self_attn.sinks [H]`` (role ``bias``).  A linear-attention layer lists transformers'
+    ``linear_attn.*`` tensors (the depthwise ``conv1d.weight [conv_dim, 1, K]`` has role ``attn``
+    and no ``in_features``: it is not a matmul).
 
     Raises:
         ValueError: ``cfg`` is not a :class:`ModelConfig`.
@@ -405,6 +482,11 @@ def require_model_config(cfg, field: str = "cfg") -> ModelConfig:
 def _require_config(cfg) -> None:
     if not isinstance(cfg, ModelConfig):
         raise ValueError(f"cfg={cfg!r} is not allowed; give a ModelConfig (see model_config / ModelConfig.from_hf)")
+
+
+#: (MLP module, router, shared expert) names where transformers' class differs from Qwen3-MoE's.
+_MOE_NAMES = {"llama4_text": ("feed_forward", "router", "shared_expert"), "gpt_oss": ("mlp", "router", "shared_experts"),
+              "qwen3_next": ("mlp", "gate", "shared_expert")}
 
 
 @functools.lru_cache(maxsize=256)  # calculators evaluate whole grids of presets
@@ -436,6 +518,7 @@ def _tensor_specs(cfg: ModelConfig) -> tuple:
 
     out.append(TensorSpec("model.embed_tokens.weight", (V, D), "embedding"))
     H, KV, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    names = _MOE_NAMES.get(cfg.model_type, ("mlp", "gate", "shared_experts"))
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}"
         norm(f"{p}.input_layernorm", D, i)
@@ -456,8 +539,20 @@ def _tensor_specs(cfg: ModelConfig) -> tuple:
             _linear(out, f"{a}.kv_b_proj", H * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.kv_lora_rank,
                     "attn", i, False)
             _linear(out, f"{a}.o_proj", D, H * cfg.v_head_dim, "attn", i, cfg.attention_out_bias)
+        elif cfg.layer_type(i) == "linear_attention":   # Gated DeltaNet (transformers' Qwen3NextGatedDeltaNet)
+            a, nk, nv = f"{p}.linear_attn", cfg.linear_num_key_heads, cfg.linear_num_value_heads
+            dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+            out += [TensorSpec(f"{a}.dt_bias", (nv,), "bias", None, i), TensorSpec(f"{a}.A_log", (nv,), "bias", None, i),
+                    TensorSpec(f"{a}.conv1d.weight", (2 * nk * dk + nv * dv, 1, cfg.linear_conv_kernel_dim), "attn",
+                               None, i)]
+            _linear(out, f"{a}.in_proj_qkvz", 2 * nk * dk + 2 * nv * dv, D, "attn", i, False)
+            _linear(out, f"{a}.in_proj_ba", 2 * nv, D, "attn", i, False)
+            norm(f"{a}.norm", dv, i)
+            _linear(out, f"{a}.out_proj", D, nv * dv, "attn", i, False)
         else:
-            _linear(out, f"{a}.q_proj", H * hd, D, "attn", i, cfg.attention_bias)
+            if cfg.attention_sinks:   # gpt-oss: one learned logit per head
+                out.append(TensorSpec(f"{a}.sinks", (H,), "bias", None, i))
+            _linear(out, f"{a}.q_proj", H * hd * (2 if cfg.attn_output_gate else 1), D, "attn", i, cfg.attention_bias)
             _linear(out, f"{a}.k_proj", KV * hd, D, "attn", i, cfg.attention_bias)
             _linear(out, f"{a}.v_proj", KV * hd, D, "attn", i, cfg.attention_bias)
             _linear(out, f"{a}.o_proj", D, H * hd, "attn", i, cfg.attention_out_bias)
@@ -468,17 +563,22 @@ def _tensor_specs(cfg: ModelConfig) -> tuple:
         if cfg.norms_per_layer == 4:
             norm(f"{p}.pre_feedforward_layernorm", D, i)
             norm(f"{p}.post_feedforward_layernorm", D, i)
+        m = f"{p}.{names[0]}"
         if cfg.is_moe_layer(i):
-            m = f"{p}.mlp"
-            out.append(TensorSpec(f"{m}.gate.weight", (cfg.n_routed_experts, D), "router", D, i))
+            E = cfg.n_routed_experts
+            out.append(TensorSpec(f"{m}.{names[1]}.weight", (E, D), "router", D, i))
+            if cfg.router_linear_bias:   # gpt-oss; replicated like the router (not a TP-split "bias")
+                out.append(TensorSpec(f"{m}.{names[1]}.bias", (E,), "router", None, i))
             if cfg.router_bias:
-                out.append(TensorSpec(f"{m}.gate.e_score_correction_bias", (cfg.n_routed_experts,), "router", None, i))
-            for e in range(cfg.n_routed_experts):
+                out.append(TensorSpec(f"{m}.{names[1]}.e_score_correction_bias", (E,), "router", None, i))
+            for e in range(E):
                 _mlp(out, f"{m}.experts.{e}", D, cfg.moe_d_ff, cfg, "expert", i, e)
             if cfg.n_shared_experts:
-                _mlp(out, f"{m}.shared_experts", D, cfg.shared_d_ff, cfg, "shared_expert", i)
+                _mlp(out, f"{m}.{names[2]}", D, cfg.shared_d_ff, cfg, "shared_expert", i)
+            if cfg.shared_expert_gate:
+                out.append(TensorSpec(f"{m}.shared_expert_gate.weight", (1, D), "shared_expert", D, i))
         else:
-            _mlp(out, f"{p}.mlp", D, cfg.d_ff, cfg, "mlp", i)
+            _mlp(out, m, D, cfg.d_ff, cfg, "mlp", i)
     norm("model.norm", D, None)
     if not cfg.tie_embeddings:
         out.append(TensorSpec("lm_head.weight", (V, D), "lm_head", D))
@@ -508,7 +608,7 @@ def param_count(cfg: ModelConfig, active: bool = False) -> int:
 def _param_count(cfg: ModelConfig, active: bool) -> int:
     total = 0
     for t in _tensor_specs(cfg):
-        if active and t.role == "expert" and t.expert >= cfg.n_experts_per_token:
+        if active and t.expert is not None and t.expert >= cfg.n_experts_per_token:  # weights and biases
             continue
         total += t.numel
     return total

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["HF_CONFIG_DEFAULTS", "HF_CONFIG_ALIASES", "SUPPORTED_MODEL_TYPES"]
+from .vision import vision_param_count
+
+__all__ = ["HF_CONFIG_DEFAULTS", "HF_CONFIG_ALIASES", "SUPPORTED_MODEL_TYPES", "NESTED_MODEL_TYPES"]
 # also public, for config (not re-exported by ``ldf``): config_from_hf
 
 #: Hugging Face ``model_type`` values the book reads.
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2",
-                         "phi3", "gpt2", "deepseek_v3")
+                         "phi3", "gpt2", "deepseek_v3", "gemma3_text", "llama4_text", "gpt_oss", "qwen3_next",
+                         "gemma3", "llama4", "mistral3")
+#: Multimodal types whose config.json nests the language model in ``text_config``:
+#: ``{type: (text model_type when text_config gives none, vision model_type)}``.
+NESTED_MODEL_TYPES = {"gemma3": ("gemma3_text", "siglip_vision_model"),
+                      "llama4": ("llama4_text", "llama4_vision_model"), "mistral3": ("mistral", "pixtral")}
 
 
 # --- Hugging Face config.json: transformers 5.24's defaults ---------------------------------------
@@ -97,6 +104,55 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, tuple]] = {
                     "num_experts_per_tok": (8, "int?"), "first_k_dense_replace": (3, "int?"),
                     "norm_topk_prob": (True, "bool?"), "max_position_embeddings": (4096, "int"),
                     "rope_interleave": (True, "bool?"), "attention_bias": (False, "bool")},
+    "gemma3_text": {"vocab_size": (262208, "int"), "hidden_size": (2304, "int"), "intermediate_size": (9216, "int"),
+                    "num_hidden_layers": (26, "int"), "num_attention_heads": (8, "int"),
+                    "num_key_value_heads": (4, "int"), "head_dim": (256, "int"),
+                    "hidden_activation": ("gelu_pytorch_tanh", "str"), "max_position_embeddings": (131072, "int"),
+                    "rms_norm_eps": (1e-6, "float"), "tie_word_embeddings": (True, "bool"),
+                    "rope_parameters": (None, "dict?"), "attention_bias": (False, "bool"),
+                    "query_pre_attn_scalar": (256, "float"), "sliding_window": (4096, "int?"),
+                    "layer_types": (None, "list?"), "final_logit_softcapping": (None, "float?"),
+                    "attn_logit_softcapping": (None, "float?"), "use_bidirectional_attention": (False, "bool?")},
+    "llama4_text": {"vocab_size": (202048, "int"), "hidden_size": (5120, "int"), "intermediate_size": (8192, "int"),
+                    "intermediate_size_mlp": (16384, "int"), "num_hidden_layers": (48, "int"),
+                    "num_attention_heads": (40, "int"), "num_key_value_heads": (8, "int"), "head_dim": (128, "int"),
+                    "hidden_act": ("silu", "str"), "max_position_embeddings": (131072, "int"),
+                    "rms_norm_eps": (1e-5, "float"), "tie_word_embeddings": (False, "bool"),
+                    "num_experts_per_tok": (1, "int"), "num_local_experts": (16, "int"), "moe_layers": (None, "list?"),
+                    "interleave_moe_layer_step": (1, "int"), "use_qk_norm": (True, "bool"),
+                    "rope_parameters": (None, "dict?"), "no_rope_layers": (None, "list?"),
+                    "no_rope_layer_interval": (4, "int"), "attention_chunk_size": (8192, "int?"),
+                    "layer_types": (None, "list?"), "attn_temperature_tuning": (True, "bool"),
+                    "floor_scale": (8192, "int"), "attn_scale": (0.1, "float"), "attention_bias": (False, "bool")},
+    "gpt_oss": {"num_hidden_layers": (36, "int"), "num_local_experts": (128, "int"), "vocab_size": (201088, "int"),
+                "hidden_size": (2880, "int"), "intermediate_size": (2880, "int"), "head_dim": (64, "int"),
+                "num_attention_heads": (64, "int"), "num_key_value_heads": (8, "int"), "sliding_window": (128, "int?"),
+                "tie_word_embeddings": (False, "bool"), "hidden_act": ("silu", "str"),
+                "max_position_embeddings": (131072, "int"), "rms_norm_eps": (1e-5, "float"),
+                "rope_parameters": (None, "dict?"), "num_experts_per_tok": (4, "int"), "swiglu_alpha": (1.702, "float"),
+                "swiglu_limit": (7.0, "float"), "layer_types": (None, "list?"), "attention_bias": (True, "bool")},
+    "qwen3_next": {**_LLAMA_LIKE, "vocab_size": (151936, "int"), "hidden_size": (2048, "int"),
+                   "intermediate_size": (5632, "int"), "num_hidden_layers": (48, "int"),
+                   "num_attention_heads": (16, "int"), "num_key_value_heads": (2, "int"),
+                   "max_position_embeddings": (32768, "int"), "attention_bias": (False, "bool"),
+                   "head_dim": (256, "int"), "linear_conv_kernel_dim": (4, "int"), "linear_key_head_dim": (128, "int"),
+                   "linear_value_head_dim": (128, "int"), "linear_num_key_heads": (16, "int"),
+                   "linear_num_value_heads": (32, "int"), "decoder_sparse_step": (1, "int"),
+                   "moe_intermediate_size": (512, "int"), "shared_expert_intermediate_size": (512, "int"),
+                   "num_experts_per_tok": (10, "int"), "num_experts": (512, "int"), "norm_topk_prob": (True, "bool"),
+                   "mlp_only_layers": (None, "list?"), "layer_types": (None, "list?")},
+    "gemma3": {"text_config": (None, "dict?"), "vision_config": (None, "dict?"), "tie_word_embeddings": (True, "bool?")},
+    "llama4": {"text_config": (None, "dict?"), "vision_config": (None, "dict?"), "tie_word_embeddings": (False, "bool")},
+    "mistral3": {"text_config": (None, "dict?"), "vision_config": (None, "dict?"), "tie_word_embeddings": (True, "bool"),
+                 "multimodal_projector_bias": (False, "bool"), "spatial_merge_size": (2, "int")},
+}
+#: ``text_config`` transformers builds when a nested config.json gives none (``sub_configs_defaults``'
+#: ``init_kwargs``; for gemma3 and llama4 the text class's own defaults).
+HF_TEXT_CONFIG_DEFAULTS = {
+    "mistral3": {"model_type": "mistral", "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+                 "intermediate_size": 32768, "max_position_embeddings": 131072, "num_attention_heads": 32,
+                 "num_hidden_layers": 40, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1e9,
+                 "sliding_window": None, "vocab_size": 131072},
 }
 #: config.json keys transformers' ``attribute_map`` treats as the same setting: ``{type: {alias: key}}``.
 HF_CONFIG_ALIASES = {
@@ -105,18 +161,35 @@ HF_CONFIG_ALIASES = {
     "mixtral": {"num_experts": "num_local_experts"},
     "qwen3_moe": {"num_local_experts": "num_experts"},  # transformers 5's to_dict() writes num_local_experts
     "deepseek_v3": {"num_local_experts": "n_routed_experts"},
+    "gpt_oss": {"num_experts": "num_local_experts"},
+    # token ids of the image markers: read by no count here, listed so that both spellings are checked alike
+    "gemma3": {"image_token_id": "image_token_index", "boi_token_id": "boi_token_index",
+               "eoi_token_id": "eoi_token_index"},
+    "llama4": {"image_token_id": "image_token_index", "boi_token_id": "boi_token_index",
+               "eoi_token_id": "eoi_token_index"},
+    "mistral3": {"image_token_id": "image_token_index"},
 }
 #: ``rope_theta`` when config.json gives none (``default_theta`` of the config class; 10,000 otherwise).
-_HF_DEFAULT_THETA = {"mixtral": 1e6}
+_HF_DEFAULT_THETA = {"mixtral": 1e6, "llama4_text": 5e5, "gpt_oss": 150000.0, "gemma3_text": 1e6}
+#: RoPE transformers' class sets when config.json gives neither ``rope_scaling`` nor ``rope_parameters``.
+_HF_DEFAULT_ROPE = {"gpt_oss": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                "truncate": False, "original_max_position_embeddings": 4096}}
+#: ``partial_rotary_factor`` when config.json gives none (Qwen3NextConfig: 0.25).
+_HF_DEFAULT_PARTIAL = {"qwen3_next": 0.25}
 _HF_CLASS = {"llama": "LlamaConfig", "mistral": "MistralConfig", "mixtral": "MixtralConfig",
              "qwen2": "Qwen2Config", "qwen3": "Qwen3Config", "qwen3_moe": "Qwen3MoeConfig",
              "gemma2": "Gemma2Config", "phi3": "Phi3Config", "gpt2": "GPT2Config",
-             "deepseek_v3": "DeepseekV3Config"}
+             "deepseek_v3": "DeepseekV3Config", "gemma3_text": "Gemma3TextConfig", "llama4_text": "Llama4TextConfig",
+             "gpt_oss": "GptOssConfig", "qwen3_next": "Qwen3NextConfig", "gemma3": "Gemma3Config",
+             "llama4": "Llama4Config", "mistral3": "Mistral3Config"}
 _SIZE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "head_dim", "max_position_embeddings", "n_positions", "n_embd", "n_layer",
               "n_head", "n_inner", "moe_intermediate_size", "num_local_experts", "num_experts_per_tok",
               "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-              "sliding_window", "decoder_sparse_step", "original_max_position_embeddings")
+              "sliding_window", "decoder_sparse_step", "original_max_position_embeddings", "intermediate_size_mlp",
+              "interleave_moe_layer_step", "no_rope_layer_interval", "attention_chunk_size", "linear_conv_kernel_dim",
+              "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+              "shared_expert_intermediate_size", "spatial_merge_size")
 _JSON_KINDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
                "list": "a list", "dict": "an object"}
 
@@ -183,7 +256,7 @@ def _hf_rope(r: _HFReader, mt: str, n_pos: int) -> tuple[float, dict | None, flo
     for key, v in (("rope_scaling", rs), ("rope_parameters", rp)):
         if v is not None and not isinstance(v, dict):
             raise ValueError(f"config.json {key}={v!r} is not allowed: it must be an object or null")
-    d = dict(rs or rp or {})
+    d = dict(rs or rp or _HF_DEFAULT_ROPE.get(mt, {}))
     if any(isinstance(v, dict) for v in d.values()):
         raise ValueError(f"config.json rope parameters {d!r} are nested per layer type; model_type={mt!r} "
                          "has one RoPE for every layer")
@@ -196,7 +269,7 @@ def _hf_rope(r: _HFReader, mt: str, n_pos: int) -> tuple[float, dict | None, flo
         raise ValueError(f"config.json rope_theta={theta!r} is not allowed: it must be a positive number")
     partial = d.pop("partial_rotary_factor", None)
     if partial is None:
-        partial = r.raw("partial_rotary_factor", 1.0)
+        partial = r.raw("partial_rotary_factor", _HF_DEFAULT_PARTIAL.get(mt, 1.0))
     if isinstance(partial, bool) or not isinstance(partial, (int, float)) or not 0 < partial <= 1:
         raise ValueError(f"config.json partial_rotary_factor={partial!r} is not allowed: it must lie in (0, 1]")
     rope_type = d.get("rope_type", d.get("type", "default"))
@@ -235,6 +308,8 @@ def config_from_hf(cls, c: dict, name):
         raise ValueError(f"name={name!r} is not allowed; give a string or None")
     r = _HFReader(c, mt)
     nm = name or (c.get("_name_or_path") if isinstance(c.get("_name_or_path"), str) else None) or mt
+    if mt in NESTED_MODEL_TYPES:
+        return _nested(cls, c, r, nm)
     unmodelled: dict = {}
     kw: dict = dict(name=nm, model_type=mt, source=f"config.json ({mt})")
     if mt == "gpt2":
@@ -258,7 +333,7 @@ def config_from_hf(cls, c: dict, name):
         return _finish(cls, kw, unmodelled, r)
 
     d, h = r("hidden_size"), r("num_attention_heads")
-    if mt in ("llama", "gemma2") and d % h:  # LlamaConfig/Gemma2Config.validate_architecture
+    if mt in ("llama", "gemma2", "gemma3_text") and d % h:  # LlamaConfig/Gemma2Config.validate_architecture
         raise ValueError(f"config.json hidden_size={d} is not a multiple of num_attention_heads={h}; "
                          f"transformers' {_HF_CLASS[mt]} refuses it")
     n = r("num_hidden_layers")
@@ -268,19 +343,23 @@ def config_from_hf(cls, c: dict, name):
     if hd is None or hd is _DERIVED:
         hd = d // h
     n_pos = r("max_position_embeddings")
-    theta, rope_scaling, partial = _hf_rope(r, mt, n_pos)
-    if partial != 1.0 and (mt == "phi3" or rope_scaling is not None):
+    if mt == "gemma3_text":
+        theta, rope_scaling, partial = _gemma3_rope(r, n_pos, kw, unmodelled)
+    else:
+        theta, rope_scaling, partial = _hf_rope(r, mt, n_pos)
+    if partial != 1.0 and (mt in ("phi3", "qwen3_next") or rope_scaling is not None):
         unmodelled["partial_rotary_factor"] = partial  # only phi3's and the scaled RoPE types read it
     kw.update(n_layers=n, d_model=d, n_heads=h, n_kv_heads=kv, head_dim=hd, d_ff=r("intermediate_size"),
               vocab_size=r("vocab_size"), tie_embeddings=r("tie_word_embeddings"), max_position_embeddings=n_pos,
               norm_eps=float(r("rms_norm_eps")), rope_theta=theta, rope_scaling=rope_scaling)
-    act_key = "hidden_activation" if mt == "gemma2" else "hidden_act"
+    gemma = mt in ("gemma2", "gemma3_text")
+    act_key = "hidden_activation" if gemma else "hidden_act"
     act = r(act_key)
-    if act != ("gelu_pytorch_tanh" if mt == "gemma2" else "silu") and not (mt != "gemma2" and act == "swish"):
+    if act != ("gelu_pytorch_tanh" if gemma else "silu") and not (not gemma and act == "swish"):
         unmodelled[act_key] = act  # ACT2FN["swish"] is SiLU too
 
     # attention and MLP biases, as each type's modelling code wires them
-    if mt in ("llama", "qwen3", "qwen3_moe", "gemma2"):
+    if mt in ("llama", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "llama4_text", "gpt_oss", "qwen3_next"):
         kw["attention_bias"] = kw["attention_out_bias"] = r("attention_bias")
     elif mt == "qwen2":
         kw["attention_bias"], kw["attention_out_bias"] = True, False
@@ -330,9 +409,12 @@ def config_from_hf(cls, c: dict, name):
         lt = r("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
         kw.update(sliding_window=sw, layer_types=None if sw is None else tuple(lt))
 
-    if mt in ("qwen3", "qwen3_moe"):
+    elif mt in ("gemma3_text", "gpt_oss", "llama4_text", "qwen3_next"):
+        _family_layers(r, mt, n, kw)
+
+    if mt in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_next"):
         kw["qk_norm"] = True
-    if mt == "gemma2":
+    if gemma:
         kw.update(norms_per_layer=4, mlp="geglu")
         for key in ("attn_logit_softcapping", "final_logit_softcapping"):
             if r(key) is not None:
@@ -340,10 +422,15 @@ def config_from_hf(cls, c: dict, name):
         if r("query_pre_attn_scalar") != hd:  # scores scaled by query_pre_attn_scalar**-0.5, not head_dim**-0.5
             unmodelled["query_pre_attn_scalar"] = r("query_pre_attn_scalar")
         if r("use_bidirectional_attention"):
+            if mt == "gemma3_text":  # Gemma3TextConfig then halves sliding_window: an encoder setting
+                _refuse(mt, "use_bidirectional_attention", True, "bidirectional attention makes an encoder "
+                        "(EmbeddingGemma), not a decoder with a KV cache")
             unmodelled["use_bidirectional_attention"] = True
     if mt == "mixtral":
         kw.update(n_routed_experts=r("num_local_experts"), n_experts_per_token=r("num_experts_per_tok"),
                   moe_d_ff=kw["d_ff"])
+    if mt in ("llama4_text", "gpt_oss", "qwen3_next"):
+        _family_moe(r, mt, n, kw, unmodelled)
     if mt == "qwen3_moe":
         step, only = r("decoder_sparse_step"), r("mlp_only_layers") or []
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
@@ -393,3 +480,148 @@ def _finish(cls, kw: dict, unmodelled: dict, r: _HFReader):
         return cls(**kw)
     except ValueError as err:
         raise ValueError(f"config.json (model_type={r.mt!r}) gives an invalid model: {err}") from None
+
+
+def _layer_list(r: _HFReader, key: str, n: int, allowed) -> list | None:
+    """config.json's per-layer list ``key`` (``None`` when absent), each entry in ``allowed``."""
+    v = r(key)
+    if v is None:
+        return None
+    if len(v) != n:
+        raise ValueError(f"config.json {key} has {len(v)} entries; it must have num_hidden_layers={n}")
+    bad = [x for x in v if isinstance(x, bool) or x not in allowed]
+    if bad:
+        raise ValueError(f"config.json {key} contains {bad[0]!r}; allowed: {', '.join(map(repr, allowed))}")
+    return list(v)
+
+
+def _int_kwarg(r: _HFReader, key: str, default: int) -> int:
+    """A key transformers reads from ``**kwargs`` (not a class field), e.g. ``sliding_window_pattern``."""
+    v = r.raw(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"config.json {key}={v!r} is not allowed: it must be a positive integer")
+    return v
+
+
+def _family_layers(r: _HFReader, mt: str, n: int, kw: dict) -> None:
+    """Per-layer attention of gemma3_text, gpt_oss, llama4_text and qwen3_next, as each config
+    class's ``__post_init__`` fills ``layer_types`` when config.json gives none."""
+    S, F, C, LIN = "sliding_attention", "full_attention", "chunked_attention", "linear_attention"
+    if mt in ("gemma3_text", "gpt_oss"):
+        sw = r("sliding_window")
+        lt = _layer_list(r, "layer_types", n, (S, F))
+        if lt is None:  # Gemma3TextConfig: sliding_window_pattern (default 6); GptOssConfig: every other layer
+            every = _int_kwarg(r, "sliding_window_pattern", 6) if mt == "gemma3_text" else 2
+            lt = [S if (i + 1) % every else F for i in range(n)]
+        kw.update(sliding_window=sw, layer_types=None if sw is None else tuple(lt))
+    elif mt == "llama4_text":
+        chunk = r("attention_chunk_size")
+        rope = r("no_rope_layers") or [int((i + 1) % r("no_rope_layer_interval") != 0) for i in range(n)]
+        if len(rope) != n or any(x not in (0, 1) or isinstance(x, bool) for x in rope):
+            raise ValueError(f"config.json no_rope_layers={rope!r} is not allowed: give 1 (RoPE) or 0 (NoPE) "
+                             f"for each of the num_hidden_layers={n} layers")
+        lt = _layer_list(r, "layer_types", n, (F, C)) or [C if x and chunk is not None else F for x in rope]
+        kw.update(attention_chunk_size=chunk, layer_types=tuple(lt),
+                  nope_layers=tuple(i for i in range(n) if not rope[i]))
+    else:  # qwen3_next: Gated DeltaNet layers, one full-attention layer every full_attention_interval
+        lt = _layer_list(r, "layer_types", n, (LIN, F))
+        if lt is None:
+            every = _int_kwarg(r, "full_attention_interval", 4)
+            lt = [LIN if (i + 1) % every else F for i in range(n)]
+        kw.update(layer_types=tuple(lt), **{k: r(k) for k in (
+            "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+            "linear_conv_kernel_dim")})
+        kw["attn_output_gate"] = True  # Qwen3NextAttention: q_proj is 2·H·d_h wide (query and its gate)
+
+
+def _layer_indices(r: _HFReader, key: str, n: int) -> list:
+    v = r(key) or []
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+        raise ValueError(f"config.json {key}={v!r} is not allowed: it must list layer indices")
+    return v
+
+
+def _family_moe(r: _HFReader, mt: str, n: int, kw: dict, unmodelled: dict) -> None:
+    """The MLP blocks of llama4_text, gpt_oss and qwen3_next, as transformers' modelling code builds them."""
+    if mt == "llama4_text":  # Llama4TextMoe: routed experts of intermediate_size + one shared expert of the same
+        step = r("interleave_moe_layer_step")
+        moe = _layer_indices(r, "moe_layers", n) if r("moe_layers") is not None else list(range(step - 1, n, step))
+        F = r("intermediate_size")
+        kw.update(d_ff=r("intermediate_size_mlp"), n_routed_experts=r("num_local_experts"),
+                  n_experts_per_token=r("num_experts_per_tok"), n_shared_experts=1, moe_d_ff=F,
+                  shared_expert_d_ff=F, norm_topk_prob=False,
+                  dense_layers=tuple(i for i in range(n) if i not in set(moe)))
+        for key in ("use_qk_norm", "attn_temperature_tuning"):  # weight-free L2 q/k norm; scaled NoPE queries
+            if r(key):
+                unmodelled[key] = True
+    elif mt == "gpt_oss":   # every layer MoE; biases on router and experts; clamped SwiGLU
+        kw.update(n_routed_experts=r("num_local_experts"), n_experts_per_token=r("num_experts_per_tok"),
+                  moe_d_ff=kw["d_ff"], mlp_bias=True, router_linear_bias=True, attention_sinks=True,
+                  swiglu_limit=float(r("swiglu_limit")), swiglu_alpha=float(r("swiglu_alpha")))
+    else:   # qwen3_next: Qwen3-MoE's layer rule, a gated shared expert
+        step, only = r("decoder_sparse_step"), set(_layer_indices(r, "mlp_only_layers", n))
+        E = r("num_experts")
+        if E > 0:
+            kw.update(n_routed_experts=E, n_experts_per_token=r("num_experts_per_tok"),
+                      moe_d_ff=r("moe_intermediate_size"), norm_topk_prob=r("norm_topk_prob"), n_shared_experts=1,
+                      shared_expert_d_ff=r("shared_expert_intermediate_size"), shared_expert_gate=True,
+                      dense_layers=tuple(i for i in range(n) if i in only or (i + 1) % step))
+
+
+def _gemma3_rope(r: _HFReader, n_pos: int, kw: dict, unmodelled: dict) -> tuple:
+    """Gemma3TextConfig.convert_rope_params_to_dict: ``rope_parameters`` nested per layer type
+    (transformers 5's to_dict()) or the hub's flat keys — ``rope_theta`` and ``rope_scaling`` for
+    the full layers, ``rope_local_base_freq`` for the sliding ones.  Sets ``kw["rope_local_theta"]``."""
+    rp = r.raw("rope_parameters")
+    if rp is not None and not (isinstance(rp, dict) and set(rp) <= {"full_attention", "sliding_attention"}
+                               and all(isinstance(v, dict) or v is None for v in rp.values())):
+        raise ValueError(f"config.json rope_parameters={rp!r} is not allowed for model_type='gemma3_text': "
+                         "give it per layer type ({'full_attention': {...}, 'sliding_attention': {...}}) or null")
+    rp = rp or {}
+    full, local = dict(rp.get("full_attention") or {}), dict(rp.get("sliding_attention") or {})
+    rs = r.raw("rope_scaling")
+    if rs is not None and not isinstance(rs, dict):
+        raise ValueError(f"config.json rope_scaling={rs!r} is not allowed: it must be an object or null")
+    full.update(rs or {})
+    if "rope_theta" not in full:
+        if "rope_theta" not in r:
+            r.defaulted.append("rope_theta")
+        full["rope_theta"] = r.raw("rope_theta", _HF_DEFAULT_THETA["gemma3_text"])
+    local.setdefault("rope_theta", r.raw("rope_local_base_freq", 10000.0))
+    theta, scaling, partial = _hf_rope(_HFReader({"rope_parameters": full}, "gemma3_text"), "gemma3_text", n_pos)
+    ltheta, lscaling, _ = _hf_rope(_HFReader({"rope_parameters": local}, "gemma3_text"), "gemma3_text", n_pos)
+    kw["rope_local_theta"] = ltheta
+    if lscaling is not None:
+        unmodelled["rope_parameters.sliding_attention"] = lscaling
+    return theta, scaling, partial
+
+
+def _nested(cls, c: dict, r: _HFReader, nm: str):
+    """A multimodal config.json: the language model from ``text_config`` (its ``model_type``, else
+    :data:`NESTED_MODEL_TYPES`'s; absent: :data:`HF_TEXT_CONFIG_DEFAULTS`), tied as the *outer*
+    ``tie_word_embeddings`` says (transformers ties on the composite config's flag), and the
+    vision tower + projector counted into ``vision_params``."""
+    mt = r.mt
+    text_mt, vision_mt = NESTED_MODEL_TYPES[mt]
+    tc = r("text_config")
+    if tc is None:
+        tc = dict(HF_TEXT_CONFIG_DEFAULTS.get(mt, {"model_type": text_mt}))
+    tmt = tc.get("model_type", text_mt)
+    if tmt != text_mt:
+        raise ValueError(f"config.json text_config.model_type={tmt!r} is not allowed for model_type={mt!r}; "
+                         f"allowed: {text_mt}")
+    tie = r("tie_word_embeddings")
+    text = config_from_hf(cls, {**tc, "model_type": tmt, "_name_or_path": nm,
+                                **({} if tie is None else {"tie_word_embeddings": tie})}, None)
+    vc = r("vision_config")
+    if vc is not None and vc.get("model_type", vision_mt) != vision_mt:
+        raise ValueError(f"config.json vision_config.model_type={vc['model_type']!r} is not allowed for "
+                         f"model_type={mt!r}; allowed: {vision_mt}")
+    vision = vision_param_count(vision_mt, {} if vc is None else vc, text.d_model, c)
+    notes = [text.notes] if text.notes else []
+    if r.defaulted:
+        notes.append(f"config.json omits {', '.join(sorted(set(r.defaulted)))}: defaults of transformers' "
+                     f"{_HF_CLASS[mt]} used")
+    notes.append(f"vision tower and projector ({vision_mt}): {vision:,} parameters, not in the language model's count")
+    return text.replace(vision_params=vision, source=f"config.json ({mt}: the language model of text_config)",
+                        notes="; ".join(notes))

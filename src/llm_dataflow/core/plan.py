@@ -109,7 +109,8 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     else 1), ``batch``, ``context``, ``prompt``, ``weights`` (the format's label),
     ``weights_source`` (``"checkpoint"`` or ``"override"``), ``checkpoint_format`` (what
     config.json's ``quantization_config`` says, or ``"unquantised"``),
-    ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``weight_bytes``
+    ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``vision_params`` (a
+    multimodal checkpoint's vision tower and projector, else None), ``weight_bytes``
     (stored, whole model: what the files hold), ``weight_bytes_per_gpu`` (what one GPU holds after
     loading: its shards, less what the engine frees, e.g. symmetric GPTQ's zero points under Marlin), ``kv_bytes_per_token`` (whole model),
     ``kv_bytes`` (batch × context, whole model), ``kv_bytes_per_gpu``, ``activation_bytes_per_gpu``,
@@ -193,6 +194,7 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
         "prompt": prompt, "weights": plan.label if weights is None else weights, "weights_source": source,
         "checkpoint_format": fmt, "kv_dtype": plan.kv_dtype, "compute_dtype": plan.compute_dtype(hw),
         "params_total": param_count(cfg), "params_active": param_count(cfg, active=True),
+        "vision_params": cfg.vision_params,
         "weight_bytes": weight_bytes(cfg, plan), "weight_bytes_per_gpu": fit.weights,
         "kv_bytes_per_token": kv_token_bytes(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
         "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": eng.activations,
@@ -303,6 +305,8 @@ def _table(r: dict) -> str:
                        f"weights {r['weights']} (--weights overrides the checkpoint's format)")
          + f", KV cache {r['kv_dtype']}, compute {r['compute_dtype']}"),
         ("parameters", f"{r['params_total']:,} total, {r['params_active']:,} active per token"),
+        *([("vision tower", f"{r['vision_params']:,} parameters beside the language model; "
+                            "not in the plan (it sizes the language model)")] if r["vision_params"] else []),
         ("weight bytes", f"{b(r['weight_bytes'])} stored; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])} as loaded"),
         ("KV bytes per token", b(r["kv_bytes_per_token"])),
         ("KV bytes at context", f"{b(r['kv_bytes'])}; per GPU {fmt_bytes(r['kv_bytes_per_gpu'])}"),

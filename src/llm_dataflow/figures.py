@@ -22,7 +22,7 @@ reader:
 """
 from __future__ import annotations
 
-__all__ = ["BOOK_RC", "MIN_FONT_PT", "use_book_style"]
+__all__ = ["BOOK_RC", "MIN_FONT_PT", "use_book_style", "with_thousands"]
 
 #: The smallest font size (pt) of the book's figures: tick labels and legends.
 MIN_FONT_PT = 11.0
@@ -84,7 +84,8 @@ def use_book_style(*, inline: bool = True) -> None:
 def with_thousands(df):
     """A copy of the ``pandas.DataFrame`` ``df`` whose integers read with thousands separators
     (``6738415616`` → ``6,738,415,616``), as the book's prose writes them: the integer columns,
-    and the integers (not ``bool``) in columns of mixed objects, become text; floats and text
+    the integers (not ``bool``) in columns of mixed objects, and integer row and column labels
+    become text; floats and text
     stay as they are.  ``df`` itself is not changed.
 
     Raises:
@@ -107,6 +108,11 @@ def with_thousands(df):
         kind = out[col].dtype.kind
         if kind in "iu" or kind == "O":
             out[col] = out[col].map(fmt)
+    # integer row and column labels too (a context length as the index, say)
+    for axis in ("index", "columns"):
+        labels = getattr(out, axis)
+        if not isinstance(labels, pd.MultiIndex) and labels.dtype.kind in "iuO":
+            setattr(out, axis, labels.map(fmt))
     return out
 
 

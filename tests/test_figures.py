@@ -65,6 +65,8 @@ def test_tables_print_integers_with_thousands_separators():
     assert out["mixed"].tolist() == ["x", "4,096"]
     assert out["flag"].tolist() == [True, False]
     assert df["params"].tolist() == [6_738_415_616, 12]
+    multi = with_thousands(df.set_index(["params", "flag"]))
+    assert list(multi.index) == [("6,738,415,616", True), ("12", False)]
     with pytest.raises(ValueError, match="df=list"):
         with_thousands([1, 2])
 

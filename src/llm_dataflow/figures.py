@@ -111,7 +111,10 @@ def with_thousands(df):
     # integer row and column labels too (a context length as the index, say)
     for axis in ("index", "columns"):
         labels = getattr(out, axis)
-        if not isinstance(labels, pd.MultiIndex) and labels.dtype.kind in "iuO":
+        if isinstance(labels, pd.MultiIndex):
+            setattr(out, axis, labels.set_levels([lv.map(fmt) if lv.dtype.kind in "iuO" else lv
+                                                  for lv in labels.levels]))
+        elif labels.dtype.kind in "iuO":
             setattr(out, axis, labels.map(fmt))
     return out
 

@@ -27,7 +27,10 @@ chapter:
 
 Screenshots of each step go to ``artifacts/jupyterlab/`` (not committed).
 
-Runtime: 10–40 s per chapter on 2 shared cores (two opens and the chapter's calculator cells).
+Each worker loads JupyterLab once and opens every chapter in it with the application's own
+``docmanager:open`` (``LabTab``); the next-day reopen of step 4 loads JupyterLab afresh.
+Runtime, measured under ``make test`` on 2 cores: 42–73 s per chapter (two opens and the
+chapter's calculator cells; ``pytest -s`` prints each step's seconds).
 ``LDF_LAB_CHAPTERS=00,05`` limits the chapters; ``LDF_LAB_NOTEBOOKS=DIR`` tests the notebooks of
 another folder (e.g. executed copies) instead of ``notebooks/``.  Needs the ``playwright`` Python package and
 Debian's ``chromium`` (``LDF_CHROMIUM`` overrides the path; never ``playwright install``);

@@ -58,6 +58,23 @@ def test_sanitizer_masks_measured_format():
     assert re.sub(sec["regex"], sec["replace"], "x " + derived) == "x~MEASURED GB/s (modelled from measured)"
 
 
+def test_sanitizer_rules_are_linear_on_long_number_lists():
+    """nbval applies every rule to every output twice; a calculator's static view holds
+    comma-joined number runs of 100 KB and more.  A rule that retries inside such a run is
+    quadratic: the measured rule once took 33 s on chapter 05's 283 KB output."""
+    import configparser, pathlib, re, time
+    cp = configparser.ConfigParser()
+    cp.read(pathlib.Path(__file__).parent / "nbval_sanitize.cfg")
+    run = ",".join(str(i) for i in range(20_000))          # 108,889 characters, no space
+    text = run + " and " + ldf.fmt_measured(41.2345, "GB/s")
+    for name in cp.sections():
+        t0 = time.perf_counter()
+        out = re.sub(cp[name]["regex"], cp[name]["replace"], text)
+        assert time.perf_counter() - t0 < 1.0, name          # quadratic: minutes; linear: ms
+        if name == "measured":
+            assert out == run + " and~MEASURED GB/s (measured)"
+
+
 def test_measure_helpers():
     assert ldf.device("cpu").type == "cpu"
     with pytest.raises(ValueError, match="device='tpu'"):

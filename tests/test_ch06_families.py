@@ -155,3 +155,22 @@ def test_plan_prints_the_state_per_sequence(tmp_path, capsys):
     assert "state per sequence" not in capsys.readouterr().out
     r = plan_mod.plan_report("Llama-3-8B", "H100-SXM", batch=8, context=4096)
     assert (r["state_bytes_per_sequence"], r["state_bytes_per_sequence_per_gpu"]) == (0, 0)
+
+
+def test_chapter06_exercise7_state_is_per_sequence_not_per_token():
+    q = qwen3_next()
+    short, long_ = ldf.kv_cache_bytes(q, 1024, batch=64), ldf.kv_cache_bytes(q, 16384, batch=4)
+    assert short == 64 * (1024 * Q_TOK + Q_STATE) == 4_139_778_048
+    assert long_ == 4 * (16384 * Q_TOK + Q_STATE) == 1_768_685_568
+    assert 64 * 1024 * Q_TOK == 4 * 16384 * Q_TOK == 1_610_612_736
+    llama = ldf.model_config("Llama-3.1-70B")
+    assert ldf.kv_cache_bytes(llama, 1024, batch=64) == ldf.kv_cache_bytes(llama, 16384, batch=4)
+
+
+def test_chapter06_decode_step_lines():
+    """The chapter's lines: bytes moved per Qwen3-Next sequence and decode step, weights aside."""
+    q = qwen3_next()
+    w = ldf.weight_bytes_read(q, "bf16", 1)
+    moved = [ldf.decode_step_bytes(q, 1, n) - w for n in CONTEXTS]
+    assert moved == [(n + 1) * Q_TOK + 2 * Q_STATE for n in CONTEXTS] == [104_226_816, 280_387_584, 3_300_286_464]
+    assert [ldf.param_count(gpt_oss()), ldf.param_count(q)] == [116_829_156_672, 79_674_391_296]

@@ -174,3 +174,18 @@ def test_chapter06_decode_step_lines():
     moved = [ldf.decode_step_bytes(q, 1, n) - w for n in CONTEXTS]
     assert moved == [(n + 1) * Q_TOK + 2 * Q_STATE for n in CONTEXTS] == [104_226_816, 280_387_584, 3_300_286_464]
     assert [ldf.param_count(gpt_oss()), ldf.param_count(q)] == [116_829_156_672, 79_674_391_296]
+
+
+def test_plan_decode_bound_reads_the_state_split_tp_ways():
+    """At tp 4 Qwen3-Next's 2 KV heads replicate (each rank reads half the KV), its state does not
+    (each rank reads and rewrites a quarter)."""
+    from llm_dataflow.core.roofline import decode_step_bounds
+    q, b, n = qwen3_next(), 8, 4096
+    hw = ldf.hardware("H100-SXM")
+    r = plan_mod.plan_report(q, "H100-SXM", tp=4, batch=b, context=n, published=False)
+    d = decode_step_bounds(q, hw, b, n, "bf16")
+    kv_read_and_write = b * (n * Q_TOK + Q_STATE) + b * Q_TOK    # the state's rewrite is counted with the weights
+    w_gpu = (d.nbytes - kv_read_and_write) / 4                   # weights (+ state rewrite) split 4 ways
+    kv_gpu = b * (n + 1) * Q_TOK / 2 + b * Q_STATE / 4
+    assert d.nbytes - kv_read_and_write - ldf.weight_bytes_read(q, "bf16", b) == b * Q_STATE
+    assert r["decode_step_s"] == pytest.approx(max((w_gpu + kv_gpu) / hw.hbm_bandwidth, d.compute_s / 4), rel=1e-12)

@@ -172,8 +172,11 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
                         non_torch=None if non_torch_gib is None else non_torch_gib * 2**30)
     d = decode_step_bounds(cfg, hw, batch, context, plan)
     share = kv_heads_per_rank(cfg, tp)
-    # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank
-    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
+    # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank; a hybrid's
+    # state is read from 1/tp of its heads (never replicated), and its rewrite stays in w_gpu / tp
+    state_read = batch * state_bytes_per_sequence(cfg, state_dtype_for(plan.kv_dtype)) if context else 0
+    kv_gpu = ((kv_bytes(cfg, context, batch, plan) - state_read + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
+              + state_read / tp)
     w_gpu = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype))
     dp = ep // tp if ep > 1 else 1
     if ep > 1:   # experts whole on ep GPUs, hit by the tokens of all dp attention groups

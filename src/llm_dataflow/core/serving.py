@@ -100,7 +100,8 @@ class EngineMemory:
         max_num_batched_tokens: tokens of the profiling forward.
         state_per_sequence: a hybrid model's fixed linear-attention state per sequence on this
             GPU (:attr:`MemoryFit.state_per_sequence <llm_dataflow.core.fit.MemoryFit>`: the
-            whole state ``/ tp``); 0 for a model without linear-attention layers.
+            state of the busiest pipeline stage's linear-attention layers ``/ tp``, the whole
+            state ``/ tp`` at ``pp = 1``); 0 for a model without linear-attention layers.
 
     A hybrid model (Qwen3-Next's Gated DeltaNet layers) charges every sequence ``context ×
     kv_per_token + state_per_sequence`` bytes of the room: its state is held from its first

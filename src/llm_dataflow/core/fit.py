@@ -12,7 +12,7 @@ from .accounting import activation_bytes, kv_bytes, tensor_bytes
 from .config import ModelConfig, as_model_config, tensor_specs
 from .formats import PrecisionPlan, as_precision_plan
 from .hardware import HardwareSpec, hardware
-from .kv import kv_token_bytes
+from .kv import kv_token_bytes, state_bytes_per_sequence, state_dtype_for
 from .parallel import check_parallel, check_quant_shards, kv_heads_per_rank, layer_partition
 from .units import GB, no_overflow, require_nonnegative, require_positive
 
@@ -84,6 +84,9 @@ class MemoryFit:
         kv_per_token: KV bytes one more token adds on that GPU.
         tp, pp, ep: the layout.
         quant_rule: the quantisation check the layout passed (empty when unquantised).
+        state_per_sequence: the fixed linear-attention state one sequence holds on that GPU,
+            whatever its length (0 for a model without linear-attention layers); included in
+            :attr:`kv` for each of the ``batch`` sequences.
     """
 
     capacity: float
@@ -96,6 +99,7 @@ class MemoryFit:
     pp: int
     ep: int
     quant_rule: str = ""
+    state_per_sequence: float = 0.0
 
     @property
     def used(self) -> float:
@@ -151,7 +155,13 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
       loading (:meth:`~llm_dataflow.core.formats.QuantSpec.as_loaded`).
     * KV: ``batch`` sequences of ``context`` tokens in the plan's KV dtype, for this stage's
       layers, this rank's KV heads (MLA's latent on every rank); under EP with data-parallel
-      attention, ``batch`` is the sequences of one attention group.
+      attention, ``batch`` is the sequences of one attention group.  A hybrid model's
+      linear-attention state (:func:`~llm_dataflow.core.kv.state_bytes_per_sequence`, in
+      :func:`~llm_dataflow.core.kv.state_dtype_for` the KV dtype) is added once per sequence
+      (when ``context`` > 0), for this stage's linear-attention layers, split ``tp`` ways: vLLM's
+      ``MambaStateShapeCalculator.gated_delta_net_state_shape`` divides the convolution's channels
+      and the value heads of the recurrent state by the TP size (they are never replicated, unlike
+      KV heads when ``tp > n_kv_heads``).
     * activations: :func:`activation_bytes` for the largest forward pass: the prefill of
       ``batch × prompt_len`` tokens (default ``context``) in chunks of at most
       ``max_batched_tokens`` (:data:`MAX_BATCHED_TOKENS`, vLLM's chunked-prefill default), or one
@@ -191,11 +201,24 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     lo, hi = max(stages, key=lambda r: r[1] - r[0])
     layer_share = (hi - lo) / cfg.n_layers
     head_share = kv_heads_per_rank(cfg, tp)
-    kv = kv_bytes(cfg, context, batch, p) * layer_share * head_share
+    state = _stage_state(cfg, state_dtype_for(p.kv_dtype), lo, hi) / tp
+    seq_state = state_bytes_per_sequence(cfg, state_dtype_for(p.kv_dtype)) if context else 0
+    kv = (kv_bytes(cfg, context, batch, p) - batch * seq_state) * layer_share * head_share
+    if context:
+        kv += batch * state
     per_tok = kv_token_bytes(cfg, p.kv_dtype) * layer_share * head_share
     prompt = context if prompt_len is None else require_nonnegative("prompt_len", prompt_len)
     require_positive("max_batched_tokens", max_batched_tokens)
     act = activation_bytes(cfg, max(min(batch * max(prompt, 1), max_batched_tokens), batch), p, tp=tp,
                            logits_rows=batch)
     return MemoryFit(hw.memory_bytes, weights, kv, act, reserve_fraction * hw.memory_bytes, per_tok, tp, pp, ep,
-                     rule)
+                     rule, state)
+
+
+def _stage_state(cfg: ModelConfig, dtype: str, lo: int, hi: int) -> float:
+    """The linear-attention state of one sequence in layers ``lo..hi-1`` (B, all TP ranks)."""
+    n_lin = sum(cfg.layer_type(i) == "linear_attention" for i in range(cfg.n_layers))
+    if not n_lin:
+        return 0.0
+    in_stage = sum(cfg.layer_type(i) == "linear_attention" for i in range(lo, hi))
+    return state_bytes_per_sequence(cfg, dtype) * in_stage / n_lin

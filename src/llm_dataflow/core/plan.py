@@ -27,7 +27,7 @@ from .fit import memory_fit
 from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
 from .hardware import DEPLOYMENT_HARDWARE, HARDWARE, REFERENCE_HARDWARE, HardwareSpec, custom_hardware
 from .hardware import hardware as hw_preset
-from .kv import kv_token_bytes
+from .kv import kv_token_bytes, state_bytes_per_sequence, state_dtype_for
 from .parallel import check_parallel, ep_bytes_per_token, kv_heads_per_rank, tp_bytes_per_token_per_layer
 from .quantization import checkpoint_precision
 from .serving import GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, engine_memory
@@ -113,7 +113,10 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     multimodal checkpoint's vision tower and projector, else None), ``weight_bytes``
     (stored, whole model: what the files hold), ``weight_bytes_per_gpu`` (what one GPU holds after
     loading: its shards, less what the engine frees, e.g. symmetric GPTQ's zero points under Marlin), ``kv_bytes_per_token`` (whole model),
-    ``kv_bytes`` (batch × context, whole model), ``kv_bytes_per_gpu``, ``activation_bytes_per_gpu``,
+    ``kv_bytes`` (batch × context, whole model; a hybrid's state included), ``kv_bytes_per_gpu``,
+    ``state_bytes_per_sequence`` (a hybrid model's fixed linear-attention state per sequence,
+    whole model, in the state's dtype; 0 without linear-attention layers) and
+    ``state_bytes_per_sequence_per_gpu`` (its share on one GPU, ``/ tp``), ``activation_bytes_per_gpu``,
     ``reserve_bytes_per_gpu``, ``fits``, ``fit``, ``kv_room_tokens``, the serving-engine memory
     (:func:`~llm_dataflow.core.serving.engine_memory`: ``memory_convention``, ``memory_fraction``,
     ``runtime_memory_bytes`` and ``runtime_memory_source``, ``memory_budget_bytes``,
@@ -169,8 +172,11 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
                         non_torch=None if non_torch_gib is None else non_torch_gib * 2**30)
     d = decode_step_bounds(cfg, hw, batch, context, plan)
     share = kv_heads_per_rank(cfg, tp)
-    # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank
-    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
+    # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank; a hybrid's
+    # state is read from 1/tp of its heads (never replicated), and its rewrite stays in w_gpu / tp
+    state_read = batch * state_bytes_per_sequence(cfg, state_dtype_for(plan.kv_dtype)) if context else 0
+    kv_gpu = ((kv_bytes(cfg, context, batch, plan) - state_read + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
+              + state_read / tp)
     w_gpu = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype))
     dp = ep // tp if ep > 1 else 1
     if ep > 1:   # experts whole on ep GPUs, hit by the tokens of all dp attention groups
@@ -197,7 +203,9 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
         "vision_params": cfg.vision_params,
         "weight_bytes": weight_bytes(cfg, plan), "weight_bytes_per_gpu": fit.weights,
         "kv_bytes_per_token": kv_token_bytes(cfg, plan.kv_dtype), "kv_bytes": kv_bytes(cfg, context, batch, plan),
-        "kv_bytes_per_gpu": fit.kv, "activation_bytes_per_gpu": eng.activations,
+        "kv_bytes_per_gpu": fit.kv,
+        "state_bytes_per_sequence": state_bytes_per_sequence(cfg, state_dtype_for(plan.kv_dtype)),
+        "state_bytes_per_sequence_per_gpu": eng.state_per_sequence, "activation_bytes_per_gpu": eng.activations,
         "reserve_bytes_per_gpu": eng.total - eng.budget, "fits": eng.fits,
         "fit": eng.reason + (f" ({fit.quant_rule})" if fit.quant_rule else ""),
         "kv_room_tokens": eng.kv_tokens, "memory_convention": eng.convention, "memory_fraction": eng.fraction,
@@ -310,6 +318,9 @@ def _table(r: dict) -> str:
         ("weight bytes", f"{b(r['weight_bytes'])} stored; per GPU {fmt_bytes(r['weight_bytes_per_gpu'])} as loaded"),
         ("KV bytes per token", b(r["kv_bytes_per_token"])),
         ("KV bytes at context", f"{b(r['kv_bytes'])}; per GPU {fmt_bytes(r['kv_bytes_per_gpu'])}"),
+        *([("state per sequence", f"{b(r['state_bytes_per_sequence'])} of linear-attention state, whatever the "
+                                  f"context; per GPU {fmt_bytes(r['state_bytes_per_sequence_per_gpu'])}, charged "
+                                  "to every sequence beside its KV")] if r["state_bytes_per_sequence"] else []),
         ("device memory", f"{fmt_gib(r['runtime_memory_bytes'])} per GPU as the runtime reports it "
                           f"({r['runtime_memory_source']})"),
         ("engine memory", f"{r['memory_convention']} = {r['memory_fraction']:g}: budget "

@@ -98,6 +98,17 @@ class EngineMemory:
         context: tokens per sequence for :attr:`max_concurrency` (0: not asked).
         demand_tokens: ``batch × context``, the tokens the asked batch holds.
         max_num_batched_tokens: tokens of the profiling forward.
+        state_per_sequence: a hybrid model's fixed linear-attention state per sequence on this
+            GPU (:attr:`MemoryFit.state_per_sequence <llm_dataflow.core.fit.MemoryFit>`: the
+            state of the busiest pipeline stage's linear-attention layers ``/ tp``, the whole
+            state ``/ tp`` at ``pp = 1``); 0 for a model without linear-attention layers.
+
+    A hybrid model (Qwen3-Next's Gated DeltaNet layers) charges every sequence ``context ×
+    kv_per_token + state_per_sequence`` bytes of the room: its state is held from its first
+    token on, whatever its length.  vLLM's hybrid KV-cache manager gives each sequence's state
+    pages of its own beside the attention blocks (and pads attention and state pages to one
+    page size); the state bytes are charged here exactly, so the counts are approximate with
+    respect to vLLM's page rounding.
     """
 
     convention: str
@@ -116,17 +127,35 @@ class EngineMemory:
     context: int
     demand_tokens: int
     max_num_batched_tokens: int
+    state_per_sequence: float = 0.0
+
+    @property
+    def sequence_bytes(self) -> float:
+        """Bytes one sequence of :attr:`context` tokens takes from the room on this GPU:
+        ``context × kv_per_token + state_per_sequence`` (0 at context 0)."""
+        return self.context * self.kv_per_token + self.state_per_sequence if self.context else 0.0
 
     @property
     def max_concurrency(self) -> float | None:
         """Sequences of :attr:`context` tokens the room holds at once (vLLM's "Maximum
-        concurrency"), ``None`` at context 0."""
-        return self.kv_tokens / self.context if self.context else None
+        concurrency"), ``None`` at context 0: ``kv_tokens / context``, and for a hybrid model
+        the bytes of those whole blocks over :attr:`sequence_bytes` (the state charged to
+        every sequence)."""
+        if not self.context:
+            return None
+        if not self.state_per_sequence:
+            return self.kv_tokens / self.context
+        return self.kv_tokens * self.kv_per_token / self.sequence_bytes
 
     @property
     def fits(self) -> bool:
-        """The weights fit in the budget and the KV room holds ``batch × context`` tokens."""
-        return self.kv_tokens > 0 and self.demand_tokens <= self.kv_tokens
+        """The weights fit in the budget and the KV room holds ``batch × context`` tokens
+        (for a hybrid model: ``batch`` × :attr:`sequence_bytes` within the whole blocks)."""
+        if self.kv_tokens <= 0:
+            return False
+        if not self.state_per_sequence or not self.context:
+            return self.demand_tokens <= self.kv_tokens
+        return self.demand_tokens // self.context * self.sequence_bytes <= self.kv_tokens * self.kv_per_token
 
     @property
     def reason(self) -> str:
@@ -136,6 +165,12 @@ class EngineMemory:
         if self.over_budget > 0 or self.kv_tokens == 0:
             return (f"does not fit: weights {g(self.weights)} + activations {g(self.activations)} + non-torch "
                     f"{g(self.non_torch)} exceed {head} = {g(self.budget)} per GPU")
+        if self.state_per_sequence and self.context:   # a hybrid model: the state is charged too
+            n = self.demand_tokens // self.context
+            asked = f"{self.demand_tokens:,} tokens of KV + the state of {n:,} sequences ({g(n * self.state_per_sequence)})"
+            verdict = "fits" if self.fits else "does not fit"
+            return (f"{verdict}: {asked} in a room of {self.kv_tokens:,} KV tokens "
+                    f"({g(self.kv_tokens * self.kv_per_token)}; {head} = {g(self.budget)} per GPU)")
         if not self.fits:
             return (f"does not fit: {self.demand_tokens:,} tokens of KV asked, {self.kv_tokens:,} fit "
                     f"({head} = {g(self.budget)} per GPU)")
@@ -193,4 +228,4 @@ def engine_memory(cfg, hw, dtype="bf16", *, tp: int = 1, pp: int = 1, ep: int = 
     return EngineMemory("SGLang mem_fraction_static" if sglang else "vLLM gpu_memory_utilization", frac, total,
                         source, budget, fit.weights, act, non_torch, max(room, 0.0), max(-room, 0.0),
                         fit.kv_per_token, block_size, tokens,
-                        context, batch * context, max_num_batched_tokens)
+                        context, batch * context, max_num_batched_tokens, fit.state_per_sequence)

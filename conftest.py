@@ -120,7 +120,8 @@ def worker_group(nodeid: str) -> str:
         return f"file:{path}"
     if name == "test_browser.py" and "[" in rest:
         param = rest[rest.index("[") + 1:rest.rindex("]")]
-        if rest.startswith(("test_results_fit_at_desktop_width[", "test_page_weight[")):
+        if rest.startswith(("test_results_fit_at_desktop_width[", "test_page_weight[",
+                            "test_every_calculator_follows_its_controls[")):
             param += "-desktop"
         if param.endswith(("-desktop", "-phone")):
             return f"page:{param}"

@@ -17,7 +17,7 @@ Every page is opened, over a local static server, at a desktop width (1280 px) a
   the phone (``test_figures_sharp_and_legible``).
 
 Calculators as a reader drives them (``test_calculators_as_a_reader_drives_them``, both editions,
-both widths, every calculator): each slider dragged with the mouse (desktop) or a finger (phone,
+both widths, every calculator, in the same visit as the page's checks above, after them): each slider dragged with the mouse (desktop) or a finger (phone,
 touch events through Chromium's input pipeline) and moved with End / Home / arrow keys: the
 readout shows the value the rows echo; no row, control or card cut off or scrolling sideways;
 44 px touch targets on the phone; Chinese names complete and no verdict left in English.  Search
@@ -206,6 +206,20 @@ def _inspect(browser, server, rel: str, width: str) -> dict:
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(SHOTS / f"{rel.replace('/', '__')}.{WIDTHS[width]}.png"), full_page=True)
             result["errors"], result["external"] = list(v.errors), list(v.external)
+            # the calculators, in the same visit: set to their last values against the package
+            # (desktop), then driven as a reader does (each width); their own tests read this
+            if _specs(rel) and result["load_error"] is None:
+                # each control's value as the page opened: the drive starts from it again
+                starts = page.evaluate("""() => Array.from(document.querySelectorAll('.ldf-calc-static'))
+                    .map(c => Object.fromEntries(Array.from(c.querySelectorAll('[name]'))
+                                                 .map(e => [e.getAttribute('name'), e.value])))""")
+                for what, run in (("follow", _follow_page if width == "desktop" else None),
+                                  ("drive", functools.partial(_drive_page, starts=starts))):
+                    try:
+                        result[what] = run(page, rel, width) if run else None
+                    except Exception as e:   # a timeout: the test of that step says so
+                        result[what] = {"checked": 0, "problems": [f"{type(e).__name__}: {e}"[:2000]]}
+                result["drive_errors"] = v.errors[len(result["errors"]):]
         finally:
             v.close()
         _INSPECTED[key] = result
@@ -479,31 +493,41 @@ def _follow_controls(page, rel: str, i: int, fn_path: str, fn, tr) -> int:
     return 1
 
 
-@pytest.mark.parametrize("edition", list(EDITIONS))
-def test_every_calculator_follows_its_controls(browser, server, edition):
-    """Move every control of one calculator per package function; the page shows fn's values
-    (under the edition's translated labels)."""
-    calcs = _calculators(edition)
-    if not calcs:
-        pytest.skip("no calculator on any built page")
-    by_page: dict[str, list[tuple[str, int]]] = {}
-    for fn_path, (rel, i) in sorted(calcs.items()):
-        by_page.setdefault(rel, []).append((fn_path, i))
-    checked = 0
-    for rel, on_page in by_page.items():      # each page opened once: its calculators in turn
-        tr = _translator(rel)
-        v = Visit(browser, server)
+def _follow_page(page, rel: str, width: str = "desktop") -> dict:
+    """:func:`_follow_controls` for each calculator of a package function whose first page in
+    its edition is ``rel``: {"checked": n, "problems": [...]}."""
+    code = next((c for c, f in EDITIONS.items() if f and rel.startswith(f)), "en")
+    tr, checked, problems = _translator(rel), 0, []
+    for fn_path, (first, i) in sorted(_calculators(code).items()):
+        fn = _package_function(fn_path) if first == rel else None
+        if fn is None:
+            continue   # shown first on another page, or not an importable package function
         try:
-            page = v.open(rel, idle=False)
-            for fn_path, i in on_page:
-                fn = _package_function(fn_path)
-                if fn is None:
-                    continue   # not an importable package function (notebooks define none)
-                checked += _follow_controls(page, rel, i, fn_path, fn, tr)
-            assert not v.errors, v.errors
-        finally:
-            v.close()
-    assert checked, "no calculator of an importable package function was found"
+            checked += _follow_controls(page, rel, i, fn_path, fn, tr)
+        except AssertionError as e:
+            problems.append(f"{fn_path} (#{i}): {e}")
+    return {"checked": checked, "problems": problems}
+
+
+def _follow_params():
+    pages = sorted({rel for code in EDITIONS for fn, (rel, _) in _calculators(code).items()
+                    if _package_function(fn) is not None}) if site_pages() else []
+    return pages or ["(no site)"]
+
+
+@pytest.mark.parametrize("rel", _follow_params())
+def test_every_calculator_follows_its_controls(browser, server, rel):
+    """Move every control of one calculator per package function (on the first page of each
+    edition that shows it) to its last value; the page shows fn's values (under the edition's
+    translated labels). Done in the page's desktop visit (``_inspect``)."""
+    if rel == "(no site)":
+        _require(False, f"no built site at {SITE}")
+    r = _inspect(browser, server, rel, "desktop")
+    assert r["load_error"] is None, f"{rel}: {r['load_error']}"
+    f = r["follow"]
+    assert not f["problems"], f"{rel}:\n  " + "\n  ".join(f["problems"])
+    assert f["checked"], f"{rel}: no calculator of an importable package function checked"
+    assert not r["drive_errors"], r["drive_errors"]
 
 
 def test_site_works_from_file_urls(browser):
@@ -613,90 +637,102 @@ def _calculator_pages(code: str) -> list[str]:
     return [rel for rel in _edition_pages(code) if _specs(rel)]
 
 
-@pytest.mark.parametrize("edition", list(EDITIONS))
-@pytest.mark.parametrize("width", list(WIDTHS))
-def test_calculators_as_a_reader_drives_them(browser, server, edition, width):
-    """Every calculator of every page, driven as a reader does: each slider dragged (mouse on
+def _drive_page(page, rel: str, width: str, starts: list[dict] | None = None) -> dict:
+    """Every calculator of ``page``, driven as a reader does (see
+    :func:`test_calculators_as_a_reader_drives_them`), each slider from ``starts[i][name]``
+    (its value when the page opened; another check may have moved it since):
+    {"checked": n, "problems": [...]}."""
+    from llm_dataflow import live
+
+    phone = width == "phone"
+    tr = _translator(rel)
+    edition = next((c for c, f in EDITIONS.items() if f and rel.startswith(f)), "en")
+    problems, checked, shot = [], 0, False
+    for i, spec in enumerate(_specs(rel)):
+        calc = page.locator(".ldf-calc-static").nth(i)
+        calc.scroll_into_view_if_needed()
+        labels = next(p["value"] for p in spec["params"] if p["name"] == "ldf_c")
+        where = f"{rel} #{i} ({spec['title']['text'][:40]}) at {WIDTHS[width]} px"
+        for a, lab in enumerate(labels):
+            el = calc.locator(f'[name="p{a}"]')
+            if el.evaluate("e => e.type") != "range":
+                el.select_option(value=str(len(lab) - 1))
+                page.wait_for_function(
+                    "([el, a, v]) => el.querySelectorAll('tr.ldf-ctl')[a].cells[1].textContent === v",
+                    arg=[calc.element_handle(), a, lab[-1]], timeout=TIMEOUT_MS)
+                continue
+            start = (starts[i] if starts and i < len(starts) else {}).get(f"p{a}")
+            if start is not None and el.evaluate("e => e.value") != start:
+                el.fill(start)
+            moves = [("drag to the middle", lambda: _drag(page, el, 0.5, phone)),
+                     ("End", lambda: el.press("End")), ("Home", lambda: el.press("Home")),
+                     ("ArrowRight", lambda: el.press("ArrowRight"))]
+            for what, move in moves:
+                before = el.evaluate("e => e.value")
+                move()
+                if what == "drag to the middle":
+                    try:
+                        page.wait_for_function("([e, b]) => e.value !== b",
+                                               arg=[el.element_handle(), before], timeout=5_000)
+                    except Exception:
+                        problems.append(f"{where}: dragging slider p{a} did not move it (at {before})")
+                st = calc.evaluate(_CONTROL_JS, a)
+                want = lab[st["index"]]
+                if not (st["readout"] == want == st["echo"]):
+                    problems.append(f"{where}: {spec['usermeta']['controls'] and list(spec['usermeta']['controls'])[a]!r} "
+                                    f"after {what}: slider at {want!r}, readout {st['readout']!r}, row {st['echo']!r}")
+            if not shot and rel.endswith("05_prefill_decode_roofline.html"):
+                shot = True
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                _drag(page, el, 0.6, phone)
+                calc.locator("xpath=ancestor::div[contains(@class,'ldf-calc-card')]").screenshot(
+                    path=str(SHOTS / f"calculator-{edition}-{width}.png"))
+        lay = calc.evaluate(_CALC_LAYOUT_JS)
+        problems += [f"{where}: cut off: {c}" for c in lay["clipped"]]
+        if phone:
+            for t in lay["targets"]:
+                if t["height"] < MIN_TARGET_PX - 0.5:
+                    problems.append(f"{where}: {t['kind']} {t['name']} is {t['height']:.0f} px tall "
+                                    f"(< {MIN_TARGET_PX:.0f})")
+                if t["step"] is not None and t["step"] < MIN_SLIDER_STEP_PX:
+                    problems.append(f"{where}: slider {t['name']} step {t['step']:.1f} px "
+                                    f"(< {MIN_SLIDER_STEP_PX:.0f})")
+        if edition != "en":
+            names = {tr(n) for col in next(p["value"] for p in spec["params"] if p["name"] == "ldf_n")
+                     for n in col if isinstance(n, str)}
+            for n, val in lay["values"]:
+                if n.strip() and n not in names:
+                    problems.append(f"{where}: row name {n!r} is not a translated name of the card")
+                t = live.value_template(val)
+                if t and tr(t[0]) != t[0]:
+                    problems.append(f"{where}: {n!r} shows {val!r} in English ({tr(t[0])!r})")
+        checked += 1
+    return {"checked": checked, "problems": problems}
+
+
+def _drive_params():
+    pages = [rel for code in EDITIONS for rel in _calculator_pages(code)] if site_pages() else []
+    return [pytest.param(rel, w, id=f"{rel}-{w}") for rel in pages for w in WIDTHS] or ["(no site)"]
+
+
+@pytest.mark.parametrize("rel,width", _drive_params())
+def test_calculators_as_a_reader_drives_them(browser, server, rel, width):
+    """Every calculator of the page, driven as a reader does: each slider dragged (mouse on
     the desktop, a finger on the phone) and moved with the keys (End, Home, arrow): its readout
     shows the value the slider stands for, the same the rows echo; no row, control or card is
     cut off or scrolls sideways; on the phone every control is a 44 px touch target; in a
     translated edition the rows show translated names complete and no value left in English
-    where the catalog translates its words.  Screenshot of the first calculator after a drag:
+    where the catalog translates its words.  Done in the page's visit at that width
+    (``_inspect``).  Screenshot of chapter 05's first calculator after a drag:
     ``artifacts/screenshots/calculator-<edition>-<width>.png``."""
-    from llm_dataflow import live
-
-    pages = _calculator_pages(edition)
-    if not pages:
-        pytest.skip("no calculator on any built page")
-    phone = width == "phone"
-    problems, checked, shot = [], 0, False
-    v = Visit(browser, server, WIDTHS[width])
-    try:
-        for rel in pages:
-            tr = _translator(rel)
-            page = v.open(rel, idle=False)     # _check_page waits for what the drive needs
-            _check_page(page)
-            for i, spec in enumerate(_specs(rel)):
-                calc = page.locator(".ldf-calc-static").nth(i)
-                calc.scroll_into_view_if_needed()
-                labels = next(p["value"] for p in spec["params"] if p["name"] == "ldf_c")
-                where = f"{rel} #{i} ({spec['title']['text'][:40]}) at {WIDTHS[width]} px"
-                for a, lab in enumerate(labels):
-                    el = calc.locator(f'[name="p{a}"]')
-                    if el.evaluate("e => e.type") != "range":
-                        el.select_option(value=str(len(lab) - 1))
-                        page.wait_for_function(
-                            "([el, a, v]) => el.querySelectorAll('tr.ldf-ctl')[a].cells[1].textContent === v",
-                            arg=[calc.element_handle(), a, lab[-1]], timeout=TIMEOUT_MS)
-                        continue
-                    moves = [("drag to the middle", lambda: _drag(page, el, 0.5, phone)),
-                             ("End", lambda: el.press("End")), ("Home", lambda: el.press("Home")),
-                             ("ArrowRight", lambda: el.press("ArrowRight"))]
-                    for what, move in moves:
-                        before = el.evaluate("e => e.value")
-                        move()
-                        if what == "drag to the middle":
-                            try:
-                                page.wait_for_function("([e, b]) => e.value !== b",
-                                                       arg=[el.element_handle(), before], timeout=5_000)
-                            except Exception:
-                                problems.append(f"{where}: dragging slider p{a} did not move it (at {before})")
-                        st = calc.evaluate(_CONTROL_JS, a)
-                        want = lab[st["index"]]
-                        if not (st["readout"] == want == st["echo"]):
-                            problems.append(f"{where}: {spec['usermeta']['controls'] and list(spec['usermeta']['controls'])[a]!r} "
-                                            f"after {what}: slider at {want!r}, readout {st['readout']!r}, row {st['echo']!r}")
-                    if what and not shot and rel.endswith("05_prefill_decode_roofline.html"):
-                        SHOTS.mkdir(parents=True, exist_ok=True)
-                        _drag(page, el, 0.6, phone)
-                        calc.locator("xpath=ancestor::div[contains(@class,'ldf-calc-card')]").screenshot(
-                            path=str(SHOTS / f"calculator-{edition}-{width}.png"))
-                        shot = True
-                lay = calc.evaluate(_CALC_LAYOUT_JS)
-                problems += [f"{where}: cut off: {c}" for c in lay["clipped"]]
-                if phone:
-                    for t in lay["targets"]:
-                        if t["height"] < MIN_TARGET_PX - 0.5:
-                            problems.append(f"{where}: {t['kind']} {t['name']} is {t['height']:.0f} px tall "
-                                            f"(< {MIN_TARGET_PX:.0f})")
-                        if t["step"] is not None and t["step"] < MIN_SLIDER_STEP_PX:
-                            problems.append(f"{where}: slider {t['name']} step {t['step']:.1f} px "
-                                            f"(< {MIN_SLIDER_STEP_PX:.0f})")
-                if edition != "en":
-                    names = {tr(n) for col in next(p["value"] for p in spec["params"] if p["name"] == "ldf_n")
-                             for n in col if isinstance(n, str)}
-                    for n, val in lay["values"]:
-                        if n.strip() and n not in names:
-                            problems.append(f"{where}: row name {n!r} is not a translated name of the card")
-                        t = live.value_template(val)
-                        if t and tr(t[0]) != t[0]:
-                            problems.append(f"{where}: {n!r} shows {val!r} in English ({tr(t[0])!r})")
-                checked += 1
-        assert not v.errors, v.errors
-    finally:
-        v.close()
-    assert checked, "no calculator checked"
-    assert not problems, f"{len(problems)} problems:\n  " + "\n  ".join(problems[:40])
+    if rel == "(no site)":
+        _require(False, f"no built site at {SITE}")
+    r = _inspect(browser, server, rel, width)
+    assert r["load_error"] is None, f"{rel}: {r['load_error']}"
+    d = r["drive"]
+    assert not d["problems"], f"{rel} at {WIDTHS[width]} px:\n  " + "\n  ".join(d["problems"])
+    assert d["checked"], f"{rel}: no calculator checked"
+    assert not r["drive_errors"], r["drive_errors"]
 
 
 # The book's own terms, and a page each must find: (query, page name without .html).

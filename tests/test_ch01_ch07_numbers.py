@@ -128,6 +128,8 @@ def test_ch01_table_as_printed():
     assert rows["FP8, 128 × 128 blocks"]["total"] == ldf.weight_bytes(cfg, "fp8") == 72_673_083_392
     assert round(rows["INT4 GPTQ, group 128"]["scales"] / 1e9, 2) == 1.07
     assert round(rows["FP8, 128 × 128 blocks"]["kept_params"] / 1e9, 2) == 2.10
+    assert cfg.vocab_size == 128_256   # "the embedding and the output head of a 128,256-token vocabulary"
+    assert 2 * cfg.vocab_size * cfg.d_model / rows["FP8, 128 × 128 blocks"]["kept_params"] > 0.99
 
 
 def test_ch01_exercise_5_act_order():
@@ -210,3 +212,6 @@ def test_ch07_fp8_block_refusal():
                           "192-wide shards, not a multiple of the weight format's 128×128 fp8_e4m3 block (128)")
     assert msg.endswith("or ep > 1 so that experts stay whole")
     assert ldf.memory_fit("Qwen3-30B-A3B", "H200", "fp8", tp=4, ep=4).fits
+    # the prose: at tp = 4 the attention's shards are 1,024-wide (query) and 128-wide (key, value)
+    qw = ldf.model_config("Qwen3-30B-A3B")
+    assert (qw.n_heads * qw.head_dim // 4, qw.n_kv_heads * qw.head_dim // 4, qw.moe_d_ff // 4) == (1024, 128, 192)

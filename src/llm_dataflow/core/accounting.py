@@ -5,7 +5,8 @@ One setting — a model (:class:`~llm_dataflow.core.config.ModelConfig`), a :cla
 dtypes), a batch, a context and a parallel layout — gives one set of numbers, whichever chapter
 asks:
 
-* **weights** — bytes stored (:func:`weight_bytes`) and bytes one forward pass must read
+* **weights** — bytes stored (:func:`weight_bytes`; part by part — values, scales, zero points,
+  ``g_idx``, modules kept unquantised — :func:`weight_bytes_breakdown`) and bytes one forward pass must read
   (:func:`weight_bytes_read`: MoE experts the tokens are expected to touch, embedding rows
   gathered or the table, scales and zero points of quantised formats);
 * **KV cache** — :func:`kv_bytes` (chapter 06's formula, :func:`llm_dataflow.core.kv.kv_cache_bytes`,

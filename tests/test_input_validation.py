@@ -206,7 +206,7 @@ def _from_hf(config):
 
 
 CALCULATOR_NAMES = """
-weight_bytes weight_bytes_read layer_weight_bytes expected_experts_hit kv_bytes kv_read_over_steps
+weight_bytes weight_bytes_breakdown weight_bytes_read layer_weight_bytes expected_experts_hit kv_bytes kv_read_over_steps
 activation_bytes tp_bytes_per_token_per_layer ep_bytes_per_token matmul_params attention_flops_per_token
 decode_step_flops decode_step_bytes prefill_flops prefill_bytes
 generation generations_table

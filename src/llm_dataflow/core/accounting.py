@@ -5,7 +5,8 @@ One setting — a model (:class:`~llm_dataflow.core.config.ModelConfig`), a :cla
 dtypes), a batch, a context and a parallel layout — gives one set of numbers, whichever chapter
 asks:
 
-* **weights** — bytes stored (:func:`weight_bytes`) and bytes one forward pass must read
+* **weights** — bytes stored (:func:`weight_bytes`; part by part — values, scales, zero points,
+  ``g_idx``, modules kept unquantised — :func:`weight_bytes_breakdown`) and bytes one forward pass must read
   (:func:`weight_bytes_read`: MoE experts the tokens are expected to touch, embedding rows
   gathered or the table, scales and zero points of quantised formats);
 * **KV cache** — :func:`kv_bytes` (chapter 06's formula, :func:`llm_dataflow.core.kv.kv_cache_bytes`,
@@ -36,7 +37,7 @@ from .units import check_dtype, dtype_bits, dtype_bytes, no_overflow, require_no
 
 __all__ = [
     # bytes
-    "weight_bytes", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes",
+    "weight_bytes", "weight_bytes_breakdown", "weight_bytes_read", "layer_weight_bytes", "expected_experts_hit", "kv_bytes",
     "kv_read_over_steps", "activation_bytes",
     # FLOPs and step totals
     "matmul_params", "attention_flops_per_token", "decode_step_flops", "decode_step_bytes",
@@ -83,6 +84,42 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16", quant: QuantSpec | None 
 @functools.lru_cache(maxsize=4096)   # calculators evaluate whole grids of settings
 def _weight_bytes(cfg: ModelConfig, dtype: str, quant: QuantSpec | None) -> int:
     return sum(tensor_bytes(t, dtype, quant) for t in tensor_specs(cfg))
+
+
+def weight_bytes_breakdown(cfg, dtype="bf16", *, loaded: bool = False) -> dict:
+    """What a checkpoint's files hold, part by part (B): :func:`weight_bytes` split into the
+    quantised tensors' ``"values"``, ``"scales"``, ``"zero_points"``, ``"g_idx"`` and ``"other"``
+    (:meth:`QuantSpec.tensor_parts`), the ``"kept"`` tensors stored in the plan's unquantised
+    dtype (the roles in ``quant.keep`` — embeddings, lm_head, norms, routers, biases — the
+    modules the checkpoint lists as not converted, 1-D tensors) and their ``"total"``;
+    ``"quantised_params"`` and ``"kept_params"`` count the elements of each kind.
+
+    ``dtype`` is a weight-format name, a :class:`QuantSpec` or a :class:`PrecisionPlan` (for an
+    unquantised plan everything is ``"kept"``).  ``loaded=True`` counts what a serving engine
+    holds after loading instead of the files (:meth:`QuantSpec.as_loaded`: vLLM's Marlin kernel
+    drops a symmetric GPTQ checkpoint's zero points and, without act-order, its ``g_idx``), as
+    :func:`~llm_dataflow.core.fit.memory_fit` counts it.
+
+    Raises:
+        ValueError: as :func:`weight_bytes`; ``loaded`` not a bool.
+    """
+    cfg = as_model_config(cfg)
+    if not isinstance(loaded, bool):
+        raise ValueError(f"loaded={loaded!r} is not allowed; it must be True or False")
+    p = as_precision_plan(dtype)
+    q = p.quant.as_loaded() if loaded and p.quant is not None else p.quant
+    out = dict.fromkeys(("values", "scales", "zero_points", "g_idx", "other", "kept", "total",
+                         "quantised_params", "kept_params"), 0)
+    for t in tensor_specs(cfg):
+        if q is not None and t.in_features is not None and not q.keeps(t.name, t.role):
+            for k, v in q.tensor_parts(t.shape, t.in_features).items():
+                out[k] += v
+            out["quantised_params"] += t.numel
+        else:
+            out["kept"] += tensor_bytes(t, p.weights, None)
+            out["kept_params"] += t.numel
+    out["total"] = sum(out[k] for k in ("values", "scales", "zero_points", "g_idx", "other", "kept"))
+    return out
 
 
 def layer_weight_bytes(cfg, dtype="bf16") -> int:

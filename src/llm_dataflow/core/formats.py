@@ -173,19 +173,32 @@ class QuantSpec:
             raise ValueError(f"group_size={g} does not divide in_features={in_features}; choose a divisor")
         return n_out * (in_features // g)
 
-    def tensor_bytes(self, shape: tuple, in_features: int) -> int:
-        """Stored bytes of one quantised weight (values + scales + zero points + tensor scale)."""
+    def tensor_parts(self, shape: tuple, in_features: int) -> dict:
+        """Stored bytes of one quantised weight, part by part (B): ``"values"`` (the packed
+        ``weight_dtype`` elements), ``"scales"`` (one per group, block, row or tensor),
+        ``"zero_points"`` (packed like the values; 0 when symmetric), ``"g_idx"`` (int32 group
+        indices, :attr:`g_idx`) and ``"other"`` (the second-level tensor scale, the nested scales
+        of double quantisation and :attr:`per_tensor_bytes`).  They sum to :meth:`tensor_bytes`.
+
+        Raises:
+            ValueError: as :meth:`n_groups`.
+        """
         bits = dtype_bits(self.weight_dtype)
         groups = self.n_groups(shape, in_features)
-        nbytes = math.ceil(math.prod(shape) * bits / 8) + groups * dtype_bits(self.scale_dtype) // 8
-        if self.zero_point:
-            nbytes += math.ceil(groups * bits / 8)
+        other = self.per_tensor_bytes
         if self.tensor_scale_dtype is not None:
-            nbytes += dtype_bits(self.tensor_scale_dtype) // 8
-        nbytes += 4 * self.g_idx * in_features
+            other += dtype_bits(self.tensor_scale_dtype) // 8
         if self.nested_group is not None:
-            nbytes += 4 * math.ceil(groups / self.nested_group)
-        return nbytes + self.per_tensor_bytes
+            other += 4 * math.ceil(groups / self.nested_group)
+        return {"values": math.ceil(math.prod(shape) * bits / 8),
+                "scales": groups * dtype_bits(self.scale_dtype) // 8,
+                "zero_points": math.ceil(groups * bits / 8) if self.zero_point else 0,
+                "g_idx": 4 * self.g_idx * in_features, "other": other}
+
+    def tensor_bytes(self, shape: tuple, in_features: int) -> int:
+        """Stored bytes of one quantised weight (values + scales + zero points + tensor scale):
+        the sum of :meth:`tensor_parts`."""
+        return sum(self.tensor_parts(shape, in_features).values())
 
     def as_loaded(self) -> "QuantSpec":
         """The spec of what a serving engine holds after loading: :attr:`engine_changes` applied

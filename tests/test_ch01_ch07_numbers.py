@@ -53,10 +53,20 @@ def test_breakdown_total_is_weight_bytes(model, fmt):
 
 
 def test_breakdown_loaded_is_what_memory_fit_counts():
+    """Marlin (vLLM's kernel for GPTQ on Ampere, Ada, Blackwell) is what ``loaded=True`` counts;
+    on Hopper vLLM picks Machete, which keeps the zero points and g_idx (plus a perm with
+    act-order): the stored bytes, and one more int32 per input channel of each matrix."""
     cfg = _llama70()
     for qc in (GPTQ, {**GPTQ, "desc_act": True}, {**GPTQ, "sym": False}):
         spec = ldf.quant_spec_from_config(qc)
-        assert ldf.memory_fit(cfg, "H200", spec).weights == ldf.weight_bytes_breakdown(cfg, spec, loaded=True)["total"]
+        loaded = ldf.weight_bytes_breakdown(cfg, spec, loaded=True)["total"]
+        assert ldf.memory_fit(cfg, "A100-80GB-SXM", spec).weights == loaded
+        stored = ldf.weight_bytes_breakdown(cfg, spec)
+        hopper = ldf.memory_fit(cfg, "H200", spec).weights
+        perm = stored["g_idx"] if qc.get("desc_act") else 0      # one int32 per input channel, as g_idx
+        assert hopper == stored["total"] + perm
+    assert ldf.memory_fit(cfg, "H100-SXM", ldf.quant_spec_from_config(GPTQ)).weights == 39_792_689_152
+    assert ldf.weight_bytes_breakdown(cfg, ldf.quant_spec_from_config(GPTQ), loaded=True)["total"] == 39_500_398_592
 
 
 def test_breakdown_refuses_a_non_bool_loaded():
@@ -153,18 +163,18 @@ def _row(model, tp, dp, ep):
 
 def test_ch07_tables_as_printed():
     assert {lay: _row("DeepSeek-V3", *lay) for lay in ((8, 1, 1), (1, 8, 1), (1, 8, 8))} == {
-        (8, 1, 1): (84.55, 26.61, 378_624, 378_624, 0.0),
+        (8, 1, 1): (85.14, 34.23, 487_056, 487_056, 0.0),
         (1, 8, 1): (673.15, "does not fit", 0, 0, 0.0),
-        (1, 8, 8): (100.84, 22.86, 325_360, 2_602_880, 11.64),
+        (1, 8, 8): (100.84, 31.07, 442_160, 3_537_280, 11.64),
     }
     assert {lay: _row("Qwen3-30B-A3B", *lay) for lay in ((2, 2, 1), (1, 4, 1), (4, 1, 4), (1, 4, 4))} == {
-        (2, 2, 1): (15.6, 107.16, 2_180_176, 4_360_352, 0.0),
-        (1, 4, 1): (31.17, 93.28, 948_880, 3_795_520, 0.0),
-        (4, 1, 4): (7.81, 111.22, 4_525_456, 4_525_456, 2.36),
-        (1, 4, 4): (9.43, 115.03, 1_170_112, 4_680_448, 2.36),
+        (2, 2, 1): (15.6, 115.37, 2_347_152, 4_694_304, 0.0),
+        (1, 4, 1): (31.17, 101.49, 1_032_368, 4_129_472, 0.0),
+        (4, 1, 4): (7.81, 119.43, 4_859_424, 4_859_424, 2.36),
+        (1, 4, 4): (9.43, 123.24, 1_253_600, 5_014_400, 2.36),
     }
-    # the prose: 6.87 times the tokens; the two Qwen3 EP layouts within 4 %
-    assert f"{2_602_880 / 378_624:.2f}" == "6.87" and 4_680_448 / 4_525_456 < 1.04
+    # the prose: 7.26 times the tokens; the two Qwen3 EP layouts within 4 %
+    assert f"{3_537_280 / 487_056:.2f}" == "7.26" and 5_014_400 / 4_859_424 < 1.04
 
 
 def test_ch07_headers():

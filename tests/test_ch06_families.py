@@ -95,14 +95,14 @@ def test_hybrid_concurrency_falls_by_exactly_the_state_share():
     e = engine_memory(q, "H200", tp=2, batch=8, context=4096)
     state, per_tok = Q_STATE / 2, Q_TOK / 2         # tp 2: one of the 2 KV heads, half the state per GPU
     assert (e.state_per_sequence, e.kv_per_token) == (state, per_tok) == (19_759_104, 12_288)
-    assert e.kv_tokens == 3_503_232                 # the room itself does not change (main: 3,503,232)
+    assert e.kv_tokens == 4_171_184                 # the room itself does not change (without the state: the same)
     assert e.max_concurrency == e.kv_tokens * per_tok / (4096 * per_tok + state)
-    before = 855.28125                              # main, without the state: kv_tokens / 4096
+    before = 1018.35546875                          # without the state: kv_tokens / 4096
     assert e.max_concurrency == pytest.approx(before * 4096 * per_tok / (4096 * per_tok + state), rel=1e-14)
-    assert int(e.max_concurrency) == 614
-    # batch × context tokens would fit at 615 sequences; with their state they do not
-    fits = {b: engine_memory(q, "H200", tp=2, batch=b, context=4096).fits for b in (614, 615)}
-    assert fits == {614: True, 615: False} and 615 * 4096 <= e.kv_tokens
+    assert int(e.max_concurrency) == 731
+    # batch × context tokens would fit at 732 sequences; with their state they do not
+    fits = {b: engine_memory(q, "H200", tp=2, batch=b, context=4096).fits for b in (731, 732)}
+    assert fits == {731: True, 732: False} and 732 * 4096 <= e.kv_tokens
     assert "the state of 8 sequences" in e.reason and e.reason.startswith("fits")
     assert engine_memory(q, "H200", tp=2).max_concurrency is None   # context 0: nothing asked
 

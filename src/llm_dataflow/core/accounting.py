@@ -96,9 +96,10 @@ def weight_bytes_breakdown(cfg, dtype="bf16", *, loaded: bool = False) -> dict:
 
     ``dtype`` is a weight-format name, a :class:`QuantSpec` or a :class:`PrecisionPlan` (for an
     unquantised plan everything is ``"kept"``).  ``loaded=True`` counts what a serving engine
-    holds after loading instead of the files (:meth:`QuantSpec.as_loaded`: vLLM's Marlin kernel
-    drops a symmetric GPTQ checkpoint's zero points and, without act-order, its ``g_idx``), as
-    :func:`~llm_dataflow.core.fit.memory_fit` counts it.
+    holds after loading instead of the files, on a GPU other than Hopper
+    (:meth:`QuantSpec.as_loaded`: vLLM's Marlin kernel drops a symmetric GPTQ checkpoint's zero
+    points and, without act-order, its ``g_idx``; Hopper's Machete keeps them), as
+    :func:`~llm_dataflow.core.fit.memory_fit` counts it there.
 
     Raises:
         ValueError: as :func:`weight_bytes`; ``loaded`` not a bool.

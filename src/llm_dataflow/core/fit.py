@@ -59,8 +59,8 @@ def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int, ep: int
             share = 1.0                          # replicated
         elif kv_rep is not None and any(k in t.name for k in ("k_proj", "v_proj")):
             share = kv_rep / cfg.n_kv_heads      # whole (possibly replicated) KV heads
-        elif cfg.is_mla and "kv_a_proj" in t.name:
-            share = 1.0
+        elif cfg.is_mla and ("kv_a_proj" in t.name or "q_a_proj" in t.name):
+            share = 1.0                          # vLLM's fused_qkv_a_proj: disable_tp=True
         elif t.role == "expert" and ep > 1:
             share = 1.0 / ep                     # E/ep whole experts per rank
         else:
@@ -196,7 +196,7 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
         rules.append(f"ep={ep}: {cfg.n_routed_experts // ep} whole experts per GPU, ep = tp × dp")
     rule = "; ".join(rules)
     if p.quant is not None and p.quant.engine_changes:
-        p = PrecisionPlan(p.weights, p.quant.as_loaded(), p.kv, p.activations, p.compute, p.name)
+        p = PrecisionPlan(p.weights, p.quant.as_loaded(hw.architecture), p.kv, p.activations, p.compute, p.name)
     weights, stages = _stage_weights(cfg, p, tp, pp, ep)
     lo, hi = max(stages, key=lambda r: r[1] - r[0])
     layer_share = (hi - lo) / cfg.n_layers

@@ -200,12 +200,21 @@ class QuantSpec:
         the sum of :meth:`tensor_parts`."""
         return sum(self.tensor_parts(shape, in_features).values())
 
-    def as_loaded(self) -> "QuantSpec":
+    def as_loaded(self, architecture: str | None = None) -> "QuantSpec":
         """The spec of what a serving engine holds after loading: :attr:`engine_changes` applied
-        (itself when there are none)."""
+        (itself when there are none).
+
+        ``architecture`` (a :class:`~llm_dataflow.core.hardware.HardwareSpec`'s, e.g.
+        ``"Hopper"``): on Hopper vLLM runs GPTQ with its Machete kernel, not Marlin; Machete
+        repacks only the values and scales, keeping the zero points and ``g_idx`` as loaded
+        (plus its ``perm`` with act-order). vLLM ``kernels/mixed_precision/__init__.py``
+        (``_POSSIBLE_KERNELS``: Machete before Marlin, Machete needs compute capability 9.0)
+        and ``machete.py`` (``process_weights_after_loading``)."""
         if not self.engine_changes:
             return self
         ch = self.engine_changes
+        if architecture == "Hopper":
+            return dataclasses.replace(self, g_idx=self.g_idx + ("add_g_idx_sort" in ch), engine_changes=())
         g = 0 if "drop_g_idx" in ch else self.g_idx + ("add_g_idx_sort" in ch)
         return dataclasses.replace(self, zero_point=self.zero_point and "drop_zero_point" not in ch, g_idx=g,
                                    engine_changes=())

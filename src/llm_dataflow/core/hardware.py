@@ -142,7 +142,10 @@ HARDWARE: dict[str, HardwareSpec] = {
                     "fp32": 67e12, "int8": 1978.9e12},
         n_sms=132, l2_bytes=50 * MiB, smem_per_sm_bytes=228 * KiB, registers_per_sm_bytes=256 * KiB,
         tmem_per_sm_bytes=0, boost_clock_hz=1.83e9, nvlink="NVLink4", host_link="PCIe-Gen5-x16",
-        source=_H200_SRC),
+        source=_H200_SRC, runtime_memory_bytes=139.81 * GiB,
+        runtime_memory_source="vLLM 0.7.3 memory-profiling log of DeepSeek-R1 on 8 × H200 (a published "
+                              "deployment note, 2025-03-15): 'total_gpu_memory (139.81GiB)'; nvidia-smi: "
+                              "143,771 MiB"),
     "B200": HardwareSpec(
         name="B200", architecture="Blackwell", memory_bytes=180 * GB, hbm_bandwidth=8 * TB,
         peak_flops={"bf16": 2.25e15, "fp16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15, "tf32": 1.125e15,

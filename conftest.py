@@ -60,7 +60,10 @@ FILE_MARKS = {
 SLOW_FILES = {"test_grading.py", "test_launch.py", "test_collectives.py", "test_parallel.py",
               "test_disagg.py", "test_i18n.py"}
 #: files whose module-scoped fixture is expensive: keep each file on one xdist worker
-GROUPED_FILES = {"test_grading.py", "test_chat_templates.py", "test_i18n.py", "test_site.py"}
+#: (test_jupyterlab.py: every chapter is saved, then JupyterLab is loaded afresh once and every
+#: chapter reopened; one server, one worker)
+GROUPED_FILES = {"test_grading.py", "test_chat_templates.py", "test_i18n.py", "test_site.py",
+                 "test_jupyterlab.py"}
 
 
 def pytest_configure(config):
@@ -150,7 +153,10 @@ class _BookXdist:
 #: Flags that keep Chromium off the network and quiet (/work/shared/FACTS.md)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
+                 "--disable-dev-shm-usage",
+                 # no host but this machine resolves: a page's request to another host fails here
+                 # as it would for a reader offline (the tests also record and fail it)
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"]
 
 
 @pytest.fixture(scope="session")

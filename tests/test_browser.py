@@ -50,7 +50,8 @@ import threading
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from _browsers import _CALC_LAYOUT_JS, _CONTROL_JS, _LAYOUT_JS, Visit, _drag, _svg_text, chromium, require
+from _browsers import (_CALC_LAYOUT_JS, _CONTROL_JS, _LAYOUT_JS, CachedVisit, Visit, _drag, _svg_text, chromium,
+                       new_context, require)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
@@ -182,24 +183,34 @@ def _figure_problems(rel: str, width: str, figures: list[dict]) -> list[str]:
 
 
 _INSPECTED: dict[tuple[str, str], dict] = {}
+_CONTEXTS: dict[str, object] = {}     # one browser context per width in this worker (a warm cache)
+
+
+def _warm_visit(browser, server, width: str = "desktop") -> CachedVisit:
+    """A new page in this worker's context for ``width``: the site's scripts, styles and fonts
+    come from the cache after the first page (no test here stores anything in the context)."""
+    if width not in _CONTEXTS:
+        _CONTEXTS[width] = new_context(browser, WIDTHS[width])
+    return CachedVisit(_CONTEXTS[width], server)
 
 
 def _inspect(browser, server, rel: str, width: str) -> dict:
-    """Open ``rel`` at ``width`` once per session; every per-page test reads the result."""
+    """Open ``rel`` at ``width`` once per session, in this worker's context for that width
+    (``CachedVisit``); every per-page test reads the result."""
     key = (rel, width)
     if key not in _INSPECTED:
-        v = Visit(browser, server, WIDTHS[width])
+        v = _warm_visit(browser, server, width)
         try:
-            page = v.open(rel)
+            page = v.open(rel, idle=False)      # _check_page waits for what the page loads late
             result = {"load_error": None}
             try:
                 result.update(_check_page(page))
             except AssertionError as e:
                 result["load_error"] = str(e)
-            result["bytes"] = dict(v.bytes)     # a first visit's bytes (empty cache): test_page_weight
             page.wait_for_function("() => document.documentElement.hasAttribute('data-ldf-scroll-marked')",
                                    timeout=TIMEOUT_MS)
             page.evaluate("() => new Promise(r => setTimeout(r, 250))")   # ldf.js re-marks after load
+            result["bytes"] = v.resources()     # what an empty cache would fetch: test_page_weight
             result["layout"] = page.evaluate(_LAYOUT_JS, WIDTHS[width])
             result["figures"] = _figure_problems(rel, width, page.evaluate(_FIGURES_JS))
             if FULL_PAGE_SHOTS:
@@ -285,7 +296,7 @@ def test_language_switch(browser, server, width):
         other = rel[len("zh_CN/"):] if rel.startswith("zh_CN/") else "zh_CN/" + rel
         assert target.resolve() == (SITE / other).resolve(), (rel, m.group(1))
     chapter = next(p for p in en if p.startswith("notebooks/"))
-    v = Visit(browser, server, WIDTHS[width])
+    v = _warm_visit(browser, server, width)
     try:
         page = v.open(chapter)
         en_title = page.locator("article h1").first.inner_text()
@@ -315,7 +326,7 @@ def test_phone_navigation(browser, server):
     chapters = [p for p in site_pages() if p.startswith("notebooks/")]
     if not chapters:
         pytest.skip("no chapter page")
-    v = Visit(browser, server, WIDTHS["phone"])
+    v = _warm_visit(browser, server, "phone")
     try:
         page = v.open(chapters[0])
         toggles = page.locator(".primary-toggle")
@@ -355,7 +366,7 @@ def _toc_chapters() -> list[str]:
 @pytest.mark.parametrize("width", list(WIDTHS))
 def test_one_search_box(browser, server, width):
     """One visible search box or button per page (the theme's extra header bar added a second)."""
-    v = Visit(browser, server, WIDTHS[width])
+    v = _warm_visit(browser, server, width)
     try:
         for rel in [p for p in site_pages() if p.startswith("notebooks/")][:1] + ["search.html"]:
             page = v.open(rel)
@@ -559,7 +570,7 @@ def test_site_works_from_file_urls(browser):
 
 def test_search_and_launch_buttons(browser, server):
     """The built-in search finds a glossary term; notebook pages offer launch and download links."""
-    v = Visit(browser, server)
+    v = _warm_visit(browser, server)
     try:
         page = v.open("search.html?q=prefill")
         page.wait_for_selector("#search-results li, ul.search li", timeout=TIMEOUT_MS)
@@ -648,34 +659,37 @@ def _drive_page(page, rel: str, width: str, starts: list[dict] | None = None) ->
     tr = _translator(rel)
     edition = next((c for c, f in EDITIONS.items() if f and rel.startswith(f)), "en")
     problems, checked, shot = [], 0, False
+    # element handles and one CDP session for the page: a drive is ~15 round trips per slider
+    cdp = page.context.new_cdp_session(page) if phone else None
     for i, spec in enumerate(_specs(rel)):
-        calc = page.locator(".ldf-calc-static").nth(i)
+        calc = page.locator(".ldf-calc-static").nth(i).element_handle()
         calc.scroll_into_view_if_needed()
         labels = next(p["value"] for p in spec["params"] if p["name"] == "ldf_c")
         where = f"{rel} #{i} ({spec['title']['text'][:40]}) at {WIDTHS[width]} px"
         for a, lab in enumerate(labels):
-            el = calc.locator(f'[name="p{a}"]')
-            if el.evaluate("e => e.type") != "range":
+            el = calc.query_selector(f'[name="p{a}"]')
+            kind, value = el.evaluate("e => [e.type, e.value]")
+            if kind != "range":
                 el.select_option(value=str(len(lab) - 1))
                 page.wait_for_function(
                     "([el, a, v]) => el.querySelectorAll('tr.ldf-ctl')[a].cells[1].textContent === v",
-                    arg=[calc.element_handle(), a, lab[-1]], timeout=TIMEOUT_MS)
+                    arg=[calc, a, lab[-1]], timeout=TIMEOUT_MS)
                 continue
             start = (starts[i] if starts and i < len(starts) else {}).get(f"p{a}")
-            if start is not None and el.evaluate("e => e.value") != start:
+            if start is not None and value != start:
                 el.fill(start)
-            moves = [("drag to the middle", lambda: _drag(page, el, 0.5, phone)),
+                value = start
+            moves = [("drag to the middle", lambda: _drag(page, el, 0.5, phone, cdp)),
                      ("End", lambda: el.press("End")), ("Home", lambda: el.press("Home")),
                      ("ArrowRight", lambda: el.press("ArrowRight"))]
             for what, move in moves:
-                before = el.evaluate("e => e.value")
                 move()
                 if what == "drag to the middle":
                     try:
                         page.wait_for_function("([e, b]) => e.value !== b",
-                                               arg=[el.element_handle(), before], timeout=5_000)
+                                               arg=[el, value], timeout=5_000)
                     except Exception:
-                        problems.append(f"{where}: dragging slider p{a} did not move it (at {before})")
+                        problems.append(f"{where}: dragging slider p{a} did not move it (at {value})")
                 st = calc.evaluate(_CONTROL_JS, a)
                 want = lab[st["index"]]
                 if not (st["readout"] == want == st["echo"]):
@@ -684,8 +698,9 @@ def _drive_page(page, rel: str, width: str, starts: list[dict] | None = None) ->
             if not shot and rel.endswith("05_prefill_decode_roofline.html"):
                 shot = True
                 SHOTS.mkdir(parents=True, exist_ok=True)
-                _drag(page, el, 0.6, phone)
-                calc.locator("xpath=ancestor::div[contains(@class,'ldf-calc-card')]").screenshot(
+                _drag(page, el, 0.6, phone, cdp)
+                page.locator(".ldf-calc-static").nth(i).locator(
+                    "xpath=ancestor::div[contains(@class,'ldf-calc-card')]").screenshot(
                     path=str(SHOTS / f"calculator-{edition}-{width}.png"))
         lay = calc.evaluate(_CALC_LAYOUT_JS)
         problems += [f"{where}: cut off: {c}" for c in lay["clipped"]]
@@ -707,6 +722,8 @@ def _drive_page(page, rel: str, width: str, starts: list[dict] | None = None) ->
                 if t and tr(t[0]) != t[0]:
                     problems.append(f"{where}: {n!r} shows {val!r} in English ({tr(t[0])!r})")
         checked += 1
+    if cdp is not None:
+        cdp.detach()
     return {"checked": checked, "problems": problems}
 
 
@@ -755,15 +772,21 @@ def test_search_finds_the_books_terms(browser, server, edition):
     terms (Chinese multi-character terms included: the query is cut into the index's words)."""
     _require((SITE / EDITIONS[edition] / "search.html").is_file(), f"no search page for {edition}")
     missing = []
-    v = Visit(browser, server)
+    v = _warm_visit(browser, server)
     try:
         for query, expected in SEARCH_TERMS[edition]:
-            page = v.open(f"{EDITIONS[edition]}search.html?q={query}")
-            page.wait_for_function("() => { const s = document.getElementById('search-progress');"
-                                   " return s && s.textContent.trim() !== '' && !/Preparing|正在/.test(s.textContent)"
-                                   " || document.querySelectorAll('ul.search li').length > 0; }", timeout=TIMEOUT_MS)
-            page.wait_for_function("() => !document.querySelector('#search-results .search-progress') ||"
-                                   " document.querySelector('#search-results p')", timeout=TIMEOUT_MS)
+            page = v.open(f"{EDITIONS[edition]}search.html?q={query}", idle=False)
+            # the expected chapter listed, or the search done (Sphinx lists its results one by
+            # one, each with a summary fetched from the page: all of them take seconds)
+            page.wait_for_function("""exp => {
+                if (Array.from(document.querySelectorAll('ul.search li a'))
+                      .some(a => (a.getAttribute('href') || '').includes(exp))) return true;
+                const s = document.getElementById('search-progress');
+                const started = s && s.textContent.trim() !== '' && !/Preparing|正在/.test(s.textContent)
+                                || document.querySelectorAll('ul.search li').length > 0;
+                return started && (!document.querySelector('#search-results .search-progress')
+                                   || !!document.querySelector('#search-results p')); }""",
+                                   arg=expected, timeout=TIMEOUT_MS)
             hrefs = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
             if not any(expected in (h or "") for h in hrefs):
                 missing.append(f"{query!r}: {expected} not among {len(hrefs)} results "
@@ -798,7 +821,7 @@ def test_figures_enlarge_on_a_phone(browser, server):
     rel = next((p for p in pages if "05_" in p), pages[0] if pages else None)
     if rel is None:
         pytest.skip("no chapter page")
-    v = Visit(browser, server, WIDTHS["phone"])
+    v = _warm_visit(browser, server, "phone")
     try:
         page = v.open(rel)
         img = page.locator("article .cell_output img.ldf-zoomable").first
@@ -823,7 +846,7 @@ def test_language_switch_keeps_the_section(browser, server):
     chapter = next((p for p in _edition_pages("en") if p.startswith("notebooks/05")), None)
     if chapter is None or not (SITE / "zh_CN" / chapter).is_file():
         pytest.skip("no chapter page in both editions")
-    v = Visit(browser, server)
+    v = _warm_visit(browser, server)
     try:
         page = v.open(chapter)
         target = page.evaluate("""() => { const s = document.querySelectorAll('article section section[id]');

@@ -146,6 +146,13 @@ def _check_page(page) -> dict:
     if n_calc:
         page.wait_for_function("n => document.querySelectorAll('[data-ldf-ready]').length >= n",
                                arg=n_calc, timeout=TIMEOUT_MS)
+    if page.locator(".ldf-planner").count():
+        # the web planner (Pyodide): its first plan, bar and chart drawn, so that the layout
+        # checks see them (tests/test_planner_page.py checks what they show)
+        page.wait_for_function("""() => { const d = document.querySelector('.ldf-planner').dataset;
+            return ['failed', 'unavailable'].includes(d.ldfState)
+                || (!!d.ldfReady && (d.ldfState === 'error' || d.ldfChart === d.ldfRuns)); }""",
+                               timeout=120_000)
     broken = page.evaluate("""() => Array.from(document.images)
         .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'))""")
     assert not broken, f"images that did not load: {broken}"

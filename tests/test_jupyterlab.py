@@ -27,10 +27,13 @@ chapter:
 
 Screenshots of each step go to ``artifacts/jupyterlab/`` (not committed).
 
-Each worker loads JupyterLab once and opens every chapter in it with the application's own
-``docmanager:open`` (``LabTab``); the next-day reopen of step 4 loads JupyterLab afresh.
-Runtime, measured under ``make test`` on 2 cores: 42–73 s per chapter (two opens and the
-chapter's calculator cells; ``pytest -s`` prints each step's seconds).
+One server and one browser tab serve every chapter, on one pytest-xdist worker (the file is a
+group in ``conftest.py``). The tab loads JupyterLab once and opens each chapter in it with the
+application's own ``docmanager:open`` (``LabTab``). Steps 1-3 and the save are
+``test_chapter_in_jupyterlab``, run for every chapter first; ``test_chapter_reopened_next_day``
+then loads JupyterLab afresh once (every chapter was saved in the application loaded before)
+and reopens each chapter in it. Runtime, measured under ``make test`` on 2 cores: 16-51 s per
+chapter's first day, 5-18 s per reopen (``pytest -s`` prints each step's seconds).
 ``LDF_LAB_CHAPTERS=00,05`` limits the chapters; ``LDF_LAB_NOTEBOOKS=DIR`` tests the notebooks of
 another folder (e.g. executed copies) instead of ``notebooks/``.  Needs the ``playwright`` Python package and
 Debian's ``chromium`` (``LDF_CHROMIUM`` overrides the path; never ``playwright install``);
@@ -420,10 +423,10 @@ def _outputs_text(page, selector: str) -> list[str]:
     return page.eval_on_selector_all(selector, "els => els.map(e => e.innerText)")
 
 
-def _calculator(page):
+def _calculator(page, timeout_ms: int = 30_000):
     """The first live calculator: a widget box holding controls and an HTML table."""
     box = page.locator(".jp-OutputArea-output .widget-vbox:has(.widget-html-content table)").first
-    box.wait_for(timeout=30_000)
+    box.wait_for(timeout=timeout_ms)
     return box
 
 
@@ -589,7 +592,23 @@ def test_chapter_reopened_next_day(lab, tab, name):
     page = tab.open(name, reload=tab.loads <= first["load"], settle=not n_calc)
     laps("reopen")
     try:
-        box = _calculator(page) if n_calc else None
+        box = None
+        if n_calc:
+            try:
+                box = _calculator(page, timeout_ms=20_000)
+            except Exception:
+                # jupyterlab_widgets 3.0's restoreWidgets asks the new kernel for its widgets first and
+                # reads the notebook's saved state only if that succeeds, swallowing the error: on a
+                # loaded machine the first exchange can fail and no saved widget is drawn. Seen
+                # once in a full run; the reader's remedy is a reload. One reload, said aloud:
+                # a state the save did not keep fails both times.
+                outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
+                print(f"{name}: no calculator drawn 20 s after reopening "
+                      f"({'Error displaying widget' in outs and 'an error' or 'no error'} shown); reloading once")
+                tab.close_all()
+                lab.shut_down_kernel(name)
+                page = tab.open(name, reload=True, settle=False)
+                box = _calculator(page)
         outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
         assert "Error displaying widget" not in outs, f"{name}: a widget lost its state on reopen"
         assert not re.search(r"\d+%\|", outs)

@@ -597,11 +597,11 @@ def test_chapter_reopened_next_day(lab, tab, name):
             try:
                 box = _calculator(page, timeout_ms=20_000)
             except Exception:
-                # jupyterlab_widgets 3.0's restoreWidgets asks the new kernel for its widgets first and
-                # reads the notebook's saved state only if that succeeds, swallowing the error: on a
-                # loaded machine the first exchange can fail and no saved widget is drawn. Seen
-                # once in a full run; the reader's remedy is a reload. One reload, said aloud:
-                # a state the save did not keep fails both times.
+                # Seen once in a full run on a loaded machine (not reproduced alone). A likely
+                # cause: jupyterlab_widgets 3.0's restoreWidgets asks the new kernel for its
+                # widgets first and reads the notebook's saved state only if that succeeds,
+                # swallowing the error, so no saved widget is drawn. The reader's remedy is a
+                # reload. One reload, said aloud: a state the save did not keep fails both times.
                 outs = "\n".join(_outputs_text(page, ".jp-OutputArea-output"))
                 print(f"{name}: no calculator drawn 20 s after reopening "
                       f"({'Error displaying widget' in outs and 'an error' or 'no error'} shown); reloading once")

@@ -61,10 +61,6 @@ SHOTS = ARTIFACTS / "screenshots"
 #: only when asked for, ``LDF_SCREENSHOTS=1`` (CONTRIBUTING.md: look at what you changed)
 FULL_PAGE_SHOTS = os.environ.get("LDF_SCREENSHOTS") == "1"
 NOT_PAGES = ("_vendor", "_static", "_sources", "_images")
-# Flags that keep Chromium off the network and quiet (see /work/shared/FACTS.md).
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
 TIMEOUT_MS = 30_000
 WIDTHS = {"desktop": 1280, "phone": 390}
 # Smallest figure text, in CSS px, as drawn at each width (matplotlib's default 10 pt ticks on a

@@ -61,9 +61,6 @@ from _browsers import chromium, require
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "artifacts" / "jupyterlab"      # screenshots (gitignored): first open, after run, reopened
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
 RUN_TIMEOUT_S = 180          # one chapter's cells (a whole chapter runs in < 60 s on 2 cores)
 # what JupyterLab would show if MyST were not rendered
 RAW_MYST = re.compile(r":::\s*\{|```\s*\{|\{cite(:[a-z]+)?\}`|\{term\}`|\{numref\}`|\{ref\}`")

@@ -1,6 +1,7 @@
 """The process launcher: results in rank order, errors and timeouts kill every child."""
 import multiprocessing
 import os
+import sys
 
 import pytest
 
@@ -8,11 +9,17 @@ import llm_dataflow as ldf
 from llm_dataflow import launch
 
 
-def _spawned_children():
-    """Live (non-zombie) child processes of this test process started by multiprocessing spawn,
-    except Python's shared resource_tracker."""
-    out = []
-    me = str(os.getpid())
+def read_env(rank: int, world_size: int, name: str) -> str | None:
+    """Rank target: the environment variable ``name`` as the rank sees it."""
+    return os.environ.get(name)
+
+
+def _live_ranks():
+    """Live (non-zombie) processes descended from this test process, except Python's shared
+    helpers: the resource_tracker and (Linux, ``ldf.start_method() == "forkserver"``) the fork
+    server, a child of this process. A rank is a spawned child, or a child of the fork server
+    (forked from it, it shows the server's command line)."""
+    procs = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -23,15 +30,25 @@ def _spawned_children():
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        state, ppid = stat[0], stat[1]
-        if ppid == me and state != "Z" and "spawn_main" in cmd and "resource_tracker" not in cmd:
+        procs[pid] = (stat[1], stat[0], cmd)
+    me = str(os.getpid())
+    out = []
+    for pid, (ppid, state, cmd) in procs.items():
+        if state == "Z" or "resource_tracker" in cmd:
+            continue
+        if ppid == me and "forkserver" in cmd:
+            continue                       # the fork server itself
+        p = ppid
+        while p in procs and p != me:
+            p = procs[p][0]
+        if p == me:
             out.append(int(pid))
     return out
 
 
 def _assert_no_children():
     assert multiprocessing.active_children() == []
-    assert _spawned_children() == []
+    assert _live_ranks() == []
 
 
 def test_hello_results_in_rank_order():
@@ -50,6 +67,19 @@ def test_error_in_one_rank_kills_all_and_raises():
 def test_timeout_kills_all():
     with pytest.raises(TimeoutError, match="timeout_s=0.5"):
         ldf.run_distributed(launch.demo_sleep, 2, 60.0, backend="gloo", timeout_s=0.5)
+    _assert_no_children()
+
+
+def test_ranks_are_forked_on_linux_and_spawned_elsewhere():
+    assert ldf.start_method() == ("forkserver" if sys.platform.startswith("linux") else "spawn")
+
+
+def test_ranks_see_the_callers_environment_now(monkeypatch):
+    """A fork server keeps the environment it started with; a rank gets the caller's at the call."""
+    ldf.run_distributed(launch.hello, 2, backend="gloo", timeout_s=120)     # the server is running
+    monkeypatch.setenv("LDF_TEST_RANK_ENV", "set after the first run")
+    res = ldf.run_distributed(read_env, 2, "LDF_TEST_RANK_ENV", backend="gloo", timeout_s=120)
+    assert res == ["set after the first run"] * 2
     _assert_no_children()
 
 

@@ -15,7 +15,7 @@ FORMS4 = {"tensor_parallel": {"model": TINY4}, "pipeline_parallel": {"model": TI
 
 @pytest.fixture(scope="module")
 def two():
-    # one spawn for every form: each spawn re-imports torch in every process
+    # one start of the ranks for every form: each start costs seconds
     return ldf.run_distributed(P.demo_all, 2, FORMS, backend="gloo", timeout_s=240)
 
 

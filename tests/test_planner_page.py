@@ -56,9 +56,6 @@ WIDTHS = (1280, 390)
 MAX_MB_GZIP = 8.0            # MB = 1e6 bytes transferred on a cold visit
 MAX_COLD_S = 20.0            # to interactive (the first result), 2 cores
 MAX_CHANGE_MS = 200.0        # one change answered (table, bar or error)
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
 TIMEOUT_MS = 120_000
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import ldf_planner  # noqa: E402

@@ -15,10 +15,11 @@ def read_env(rank: int, world_size: int, name: str) -> str | None:
 
 
 def _live_ranks():
-    """Live (non-zombie) processes descended from this test process, except Python's shared
-    helpers: the resource_tracker and (Linux, ``ldf.start_method() == "forkserver"``) the fork
-    server, a child of this process. A rank is a spawned child, or a child of the fork server
-    (forked from it, it shows the server's command line)."""
+    """Live (non-zombie) ranks of this test process: its spawned children (``spawn_main``), and
+    the children of its fork server (Linux, ``ldf.start_method() == "forkserver"``; forked from
+    the server, a rank shows the server's command line). Python's shared helpers, the
+    resource_tracker and the fork server itself, are not ranks; nor are the other processes a
+    test worker runs (browsers, kernels)."""
     procs = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -32,18 +33,9 @@ def _live_ranks():
             continue
         procs[pid] = (stat[1], stat[0], cmd)
     me = str(os.getpid())
-    out = []
-    for pid, (ppid, state, cmd) in procs.items():
-        if state == "Z" or "resource_tracker" in cmd:
-            continue
-        if ppid == me and "forkserver" in cmd:
-            continue                       # the fork server itself
-        p = ppid
-        while p in procs and p != me:
-            p = procs[p][0]
-        if p == me:
-            out.append(int(pid))
-    return out
+    servers = {pid for pid, (ppid, _, cmd) in procs.items() if ppid == me and "forkserver" in cmd}
+    return [int(pid) for pid, (ppid, state, cmd) in procs.items()
+            if state != "Z" and ((ppid == me and "spawn_main" in cmd) or ppid in servers)]
 
 
 def _assert_no_children():

@@ -393,8 +393,8 @@ def _weight_pages() -> list[str]:
 def test_page_weight(browser, server, rel):
     """Every byte a first visit fetches (HTML, CSS, scripts, fonts, images; empty cache), read
     from the desktop visit the per-page tests share (``_inspect``): the page's Resource Timing
-    entries, body bytes as this uncompressed server sends them (a warm cache keeps them).  Pages without an ipywidgets
-    view stay under MAX_PAGE_MB; each page's row goes to ``artifacts/page_weight/``."""
+    entries, body bytes as this uncompressed server sends them (a warm cache keeps them).  Pages
+    without an ipywidgets view stay under MAX_PAGE_MB; each page's row goes to ``artifacts/page_weight/``."""
     if rel == "(no site)":
         _require(False, f"no built site at {SITE}")
     r = _inspect(browser, server, rel, "desktop")

@@ -370,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # ``python -m llm_dataflow.launch``: runpy warns once that the package already imported this
-    # module (harmless).  Run the package's copy, and stop spawned ranks (macOS, Windows) from re-running
-    # this file as their ``__main__`` (they import the target by name instead).
+    # module (harmless).  Run the package's copy, and stop spawned ranks (macOS, Windows) from
+    # re-running this file as their ``__main__`` (they import the target by name instead).
     _main_mod = sys.modules["__main__"]
     _main_mod.__spec__ = None
     if hasattr(_main_mod, "__file__"):

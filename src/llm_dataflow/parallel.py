@@ -671,8 +671,8 @@ def demo_all(rank: int, world_size: int, forms: dict | None = None) -> dict:
     """Spawn target that runs several demos in one set of processes (starting a set of ranks takes
     seconds, most where each rank imports torch afresh: :func:`llm_dataflow.launch.start_method`).
     ``forms``: ``{name: kwargs}`` with names ``"collectives"``, ``"tensor_parallel"``,
-    ``"pipeline_parallel"``, ``"expert_parallel"``, ``"context_parallel"``, each optionally followed by ``#suffix`` to run a form twice
-    (``"tensor_parallel#moe"``); default: all with their defaults.  Returns ``{name: result}``.
+    ``"pipeline_parallel"``, ``"expert_parallel"``, ``"context_parallel"``, each optionally
+    followed by ``#suffix`` to run a form twice (``"tensor_parallel#moe"``); default: all with their defaults.  Returns ``{name: result}``.
 
     Raises:
         ValueError: an unknown form name.

@@ -672,7 +672,8 @@ def demo_all(rank: int, world_size: int, forms: dict | None = None) -> dict:
     seconds, most where each rank imports torch afresh: :func:`llm_dataflow.launch.start_method`).
     ``forms``: ``{name: kwargs}`` with names ``"collectives"``, ``"tensor_parallel"``,
     ``"pipeline_parallel"``, ``"expert_parallel"``, ``"context_parallel"``, each optionally
-    followed by ``#suffix`` to run a form twice (``"tensor_parallel#moe"``); default: all with their defaults.  Returns ``{name: result}``.
+    followed by ``#suffix`` to run a form twice (``"tensor_parallel#moe"``); default: all with
+    their defaults.  Returns ``{name: result}``.
 
     Raises:
         ValueError: an unknown form name.

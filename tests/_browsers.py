@@ -1,13 +1,15 @@
-"""Helpers the real-browser tests share (tests/test_browser.py, tests/test_jupyterlab.py): finding
-Chromium, skipping without it, a page visit that records errors and requests, the layout probes
-run in the page, and a real mouse / touch drag of a slider."""
+"""Helpers the real-browser tests share (tests/test_browser.py, tests/test_planner_page.py,
+tests/test_jupyterlab.py): finding Chromium, skipping without it, a page visit that records errors
+and requests, the checks every page of the site gets at each width (``check_page``, ``look``,
+``layout_problems``, ``figure_problems``, ``wide_results``), the layout probes run in the page, and
+a real mouse / touch drag of a slider."""
 from __future__ import annotations
 
 import os
 import pathlib
 import re
 import shutil
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -74,7 +76,7 @@ class Visit:
     def open(self, rel: str, idle: bool = True):
         """Load ``rel``; with ``idle``, also wait (best effort) until no request has been open
         for 500 ms, so that every byte of the visit is counted. A test that waits for the
-        elements it drives (``_check_page``, a calculator's ``data-ldf-ready``) passes
+        elements it drives (``check_page``, a calculator's ``data-ldf-ready``) passes
         ``idle=False`` and saves that half second and more per page."""
         self.page.goto(f"{self.base}/{rel}", wait_until="load", timeout=TIMEOUT_MS)
         if idle:
@@ -99,7 +101,7 @@ def new_context(browser, width: int = 1280, color_scheme: str | None = None):
 # Every resource the document used, from the Resource Timing entries: {url: body bytes}. A
 # resource served from the HTTP cache keeps its ``decodedBodySize``, so a page opened in a warm
 # context reports what an empty cache would fetch from this (uncompressed) server.
-_RESOURCES_JS = r"""() => {
+RESOURCES_JS = r"""() => {
   const out = {};
   for (const e of performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))) {
     const url = e.name.split('#')[0];
@@ -131,14 +133,14 @@ class CachedVisit:
     open = Visit.open
 
     def resources(self) -> dict[str, int]:
-        return self.page.evaluate(_RESOURCES_JS)
+        return self.page.evaluate(RESOURCES_JS)
 
     def close(self):
         self.page.close()
 
 
 # Boxes whose content a reader needs; each must fit the column or scroll with the affordance.
-_LAYOUT_JS = r"""(viewportWidth) => {
+LAYOUT_JS = r"""(viewportWidth) => {
   const art = document.querySelector('article.bd-article') || document.querySelector('main');
   const cs = getComputedStyle(art), r = art.getBoundingClientRect();
   // the text column, with 6 px of slack (an inline code box's padding may reach into the margin)
@@ -218,7 +220,7 @@ _LAYOUT_JS = r"""(viewportWidth) => {
 }"""
 
 
-def _svg_text(src_path: pathlib.Path) -> tuple[float, float | None]:
+def svg_text(src_path: pathlib.Path) -> tuple[float, float | None]:
     """(viewBox width, smallest text size in viewBox units, or None when text is outlined).
 
     A <text> element's size is its largest: matplotlib's mathtext writes "10^{14}" as one <text>
@@ -238,8 +240,118 @@ def _svg_text(src_path: pathlib.Path) -> tuple[float, float | None]:
     return vb, (min(bases) if bases else None)
 
 
+# --- the checks every page of the site gets at each width: tests/test_browser.py, and
+# tests/test_planner_page.py on its own visits of the planner page ----------------------------
+
+WIDTHS = {"desktop": 1280, "phone": 390}
+# Smallest figure text, in CSS px, as drawn at each width (matplotlib's default 10 pt ticks on a
+# 90 dpi PNG were 6-7 px on the desktop and ~4 px on a phone).
+MIN_FIGURE_TEXT_PX = {"desktop": 10.0, "phone": 8.0}
+MIN_PNG_DENSITY = 2.0           # image pixels per CSS pixel
+
+
+def typeset(page) -> None:
+    """Every Sphinx math element holds rendered math: SVG written at build time (book/_ext/
+    ldf_math.py) or, on a site built without Node.js, typeset by MathJax in the page."""
+    if not page.locator(".math").count():
+        return
+    if page.evaluate("() => !!document.querySelector('script[src*=\"mathjax\" i]')"):
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                               timeout=TIMEOUT_MS)
+        page.evaluate("() => MathJax.startup.promise")
+    raw = page.evaluate("""() => Array.from(document.querySelectorAll('.math'))
+        .filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60))""")
+    assert not raw, f"math left as TeX: {raw[:5]}"
+    assert page.locator("mjx-merror, [data-mjx-error]").count() == 0, "a formula shows a TeX error"
+
+
+def check_page(page) -> dict:
+    typeset(page)
+    n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+    if n_views:
+        page.wait_for_function(
+            "n => document.querySelectorAll('.jupyter-widgets, .widget-subarea > *').length >= n",
+            arg=n_views, timeout=TIMEOUT_MS)
+    n_calc = page.locator(".ldf-calc-static").count()
+    if n_calc:
+        page.wait_for_function("n => document.querySelectorAll('[data-ldf-ready]').length >= n",
+                               arg=n_calc, timeout=TIMEOUT_MS)
+    if page.locator(".ldf-planner").count():
+        # the web planner (Pyodide): its first plan, bar and chart drawn, so that the layout
+        # checks see them (tests/test_planner_page.py checks what they show)
+        page.wait_for_function("""() => { const d = document.querySelector('.ldf-planner').dataset;
+            return ['failed', 'unavailable'].includes(d.ldfState)
+                || (!!d.ldfReady && (d.ldfState === 'error' || d.ldfChart === d.ldfRuns)); }""",
+                               timeout=120_000)
+    broken = page.evaluate("""() => Array.from(document.images)
+        .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'))""")
+    assert not broken, f"images that did not load: {broken}"
+    return {"widgets": n_views, "calculators": n_calc}
+
+
+FIGURES_JS = r"""() => Array.from(document.querySelectorAll('article img')).filter(i => i.getClientRects().length)
+  .map(i => ({src: i.getAttribute('src'), natural: i.naturalWidth, shown: i.getBoundingClientRect().width}))"""
+
+
+def figure_problems(site: pathlib.Path, rel: str, width: str, figures: list[dict]) -> list[str]:
+    """What makes the figures ``FIGURES_JS`` read from page ``rel`` of ``site`` blurred or too small to
+    read at ``width`` (a key of ``WIDTHS``): an SVG's smallest text under ``MIN_FIGURE_TEXT_PX``,
+    a raster under ``MIN_PNG_DENSITY`` image pixels per CSS pixel."""
+    out = []
+    for f in figures:
+        src = f["src"] or ""
+        if src.startswith("data:") or f["shown"] < 1:
+            continue
+        path = (site / rel).parent / unquote(urlsplit(src).path)
+        if src.lower().split("?")[0].endswith(".svg"):
+            if not path.is_file():
+                continue
+            vb, smallest = svg_text(path)
+            if smallest is not None and vb:
+                px = smallest * f["shown"] / vb
+                if px < MIN_FIGURE_TEXT_PX[width] - 0.05:
+                    out.append(f"{src}: smallest text {px:.1f} px at {WIDTHS[width]} px "
+                               f"(< {MIN_FIGURE_TEXT_PX[width]} px)")
+        else:
+            density = f["natural"] / f["shown"]
+            if density < MIN_PNG_DENSITY - 0.01:
+                out.append(f"{src}: raster at {density:.2f} image px per CSS px (< {MIN_PNG_DENSITY}); "
+                           "use SVG (ldf.use_book_style()) or a denser PNG")
+    return out
+
+
+def layout_problems(lay: dict, width: str) -> list[str]:
+    """What ``LAYOUT_JS`` found wrong on a page at ``width`` (a key of ``WIDTHS``): boxes cut off,
+    scrolling without the cue, squeezed tables, short code names split, the page scrolling sideways."""
+    problems = ([f"cut off: {c}" for c in lay["cut"]] + [f"no scroll cue: {c}" for c in lay["noCue"]]
+                + [f"squeezed: {c}" for c in lay["squeezed"]]
+                + [f"a short code name split over two lines: {c}" for c in lay["split"]])
+    if lay["pageOverflow"]:
+        problems.append(f"the page scrolls sideways by {lay['pageOverflow']} px")
+    return problems
+
+
+def wide_results(lay: dict) -> list[str]:
+    """Results (outputs, tables, display equations; not code) that scroll at all in the layout
+    ``LAYOUT_JS`` read: at 1280 px each must be seen whole."""
+    return [f"{s['what']}: {s['hidden']} px of {s['width'] + s['hidden']} px hidden"
+            for s in lay["scrolls"] if s["result"] and not s["code"] and s["hidden"] > 6]   # > its padding
+
+
+def look(page, site: pathlib.Path, rel: str, width: str) -> dict:
+    """The page's layout (``LAYOUT_JS``) and figure problems once ``ldf.js`` has marked the boxes
+    that scroll: two animation frames (a resize of the last layout has reached its
+    ResizeObserver, which marks again 100 ms later), then no marking pending."""
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    page.wait_for_function("""() => { const e = document.documentElement;
+        return e.hasAttribute('data-ldf-scroll-marked') && !e.hasAttribute('data-ldf-mark-pending'); }""",
+                           timeout=TIMEOUT_MS)
+    return {"layout": page.evaluate(LAYOUT_JS, WIDTHS[width]),
+            "figures": figure_problems(site, rel, width, page.evaluate(FIGURES_JS))}
+
+
 # The state of control ``a`` of a calculator: the slider's index, its readout, the row's echo.
-_CONTROL_JS = """(el, a) => {
+CONTROL_JS = """(el, a) => {
   const input = el.querySelector(`[name="p${a}"]`);
   const out = input.parentNode.querySelector('output');
   const row = el.querySelectorAll('table.ldf-calc-rows tr.ldf-ctl')[a];
@@ -248,7 +360,7 @@ _CONTROL_JS = """(el, a) => {
 }"""
 
 # Everything of a card a reader must see whole: rows, controls, the card itself.
-_CALC_LAYOUT_JS = """el => {
+CALC_LAYOUT_JS = """el => {
   const card = el.closest('.ldf-calc-card'), art = document.querySelector('article.bd-article') || document.body;
   const cs = getComputedStyle(art), r = art.getBoundingClientRect();
   const right = r.right - parseFloat(cs.paddingRight) + 1, c = card.getBoundingClientRect();
@@ -268,18 +380,18 @@ _CALC_LAYOUT_JS = """el => {
 
 
 # Where a slider is, scrolled into view first if it is not (one round trip instead of five).
-_TRACK_JS = """e => { let b = e.getBoundingClientRect();
+TRACK_JS = """e => { let b = e.getBoundingClientRect();
   if (b.top < 0 || b.bottom > innerHeight) { e.scrollIntoView({block: 'center'}); b = e.getBoundingClientRect(); }
   return {x: b.x, y: b.y, width: b.width, height: b.height, lo: +e.min, hi: +e.max, cur: +e.value}; }"""
 
 
-def _drag(page, input_el, frac: float, touch: bool, cdp=None) -> None:
+def drag(page, input_el, frac: float, touch: bool, cdp=None) -> None:
     """Drag a slider to ``frac`` of its track: the mouse (press on the track, move, release) or a
     finger (touch start, move, end through Chromium's input pipeline), never a value set by
     script: Vega's own handlers and the trailing ``change`` event run as for a reader.
     ``input_el``: a locator or element handle; ``cdp``: a CDP session of ``page`` to reuse for
     a touch drag (else one is opened and closed)."""
-    t = input_el.evaluate(_TRACK_JS)
+    t = input_el.evaluate(TRACK_JS)
     lo, hi, cur = t["lo"], t["hi"], t["cur"]
     if round(lo + frac * (hi - lo)) == cur:   # already there: drag somewhere else
         frac = 0.9 if cur - lo < (hi - lo) / 2 else 0.1

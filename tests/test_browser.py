@@ -1,7 +1,8 @@
 """Real-browser tests of the built web book (headless Debian Chromium driven by Playwright).
 
 Every page is opened, over a local static server, at a desktop width (1280 px) and a phone width
-(390 px).  At each width:
+(390 px) — the web planner's page in ``tests/test_planner_page.py``, which runs the same checks
+(``tests/_browsers.py``) on its own visits.  At each width:
 
 * it loads cleanly: no console error, no request to another host, all math rendered, embedded
   widgets drawn, images loaded, calculators drawn (``test_page_loads_cleanly``); a full-page
@@ -50,8 +51,8 @@ import threading
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from _browsers import (_CALC_LAYOUT_JS, _CONTROL_JS, _LAYOUT_JS, CachedVisit, Visit, _drag, _svg_text, chromium,
-                       new_context, require)
+from _browsers import (CALC_LAYOUT_JS, CONTROL_JS, WIDTHS, CachedVisit, Visit, check_page, chromium, drag,
+                       layout_problems, look, new_context, require, svg_text, wide_results)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
@@ -62,11 +63,6 @@ SHOTS = ARTIFACTS / "screenshots"
 FULL_PAGE_SHOTS = os.environ.get("LDF_SCREENSHOTS") == "1"
 NOT_PAGES = ("_vendor", "_static", "_sources", "_images")
 TIMEOUT_MS = 30_000
-WIDTHS = {"desktop": 1280, "phone": 390}
-# Smallest figure text, in CSS px, as drawn at each width (matplotlib's default 10 pt ticks on a
-# 90 dpi PNG were 6-7 px on the desktop and ~4 px on a phone).
-MIN_FIGURE_TEXT_PX = {"desktop": 10.0, "phone": 8.0}
-MIN_PNG_DENSITY = 2.0           # image pixels per CSS pixel
 MAX_PAGE_MB = 4.0               # every byte fetched from an empty cache, MB = 1e6 bytes
 MAX_WIDGET_PAGE_MB = 7.0        # pages that render ipywidgets views (the 3.6 MB widget manager)
 
@@ -83,8 +79,20 @@ def site_pages() -> list[str]:
                   and p.name not in ("genindex.html", "search.html", "index.html"))
 
 
+#: the web planner (Pyodide, in both editions): tests/test_planner_page.py runs this file's per-page
+#: checks (``check_page``, ``layout_problems``, ``figure_problems``, ``wide_results``, no console
+#: error, no other host) on its own cold visit at each width, after its first plan and chart are
+#: drawn: each edition and width starts Pyodide in one test, not two
+PLANNER = "book/planner.html"
+
+
+def _per_page() -> list[str]:
+    """The pages this file's per-page tests open: every page but the planner's."""
+    return [p for p in site_pages() if not p.endswith(PLANNER)]
+
+
 def _page_params():
-    pages = site_pages() or ["(no site)"]
+    pages = _per_page() or ["(no site)"]
     return [pytest.param(rel, w, id=f"{rel}-{w}") for rel in pages for w in WIDTHS]
 
 
@@ -116,75 +124,6 @@ def server():
     httpd.shutdown()
 
 
-def _typeset(page) -> None:
-    """Every Sphinx math element holds rendered math: SVG written at build time (book/_ext/
-    ldf_math.py) or, on a site built without Node.js, typeset by MathJax in the page."""
-    if not page.locator(".math").count():
-        return
-    if page.evaluate("() => !!document.querySelector('script[src*=\"mathjax\" i]')"):
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                               timeout=TIMEOUT_MS)
-        page.evaluate("() => MathJax.startup.promise")
-    raw = page.evaluate("""() => Array.from(document.querySelectorAll('.math'))
-        .filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60))""")
-    assert not raw, f"math left as TeX: {raw[:5]}"
-    assert page.locator("mjx-merror, [data-mjx-error]").count() == 0, "a formula shows a TeX error"
-
-
-def _check_page(page) -> dict:
-    _typeset(page)
-    n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-    if n_views:
-        page.wait_for_function(
-            "n => document.querySelectorAll('.jupyter-widgets, .widget-subarea > *').length >= n",
-            arg=n_views, timeout=TIMEOUT_MS)
-    n_calc = page.locator(".ldf-calc-static").count()
-    if n_calc:
-        page.wait_for_function("n => document.querySelectorAll('[data-ldf-ready]').length >= n",
-                               arg=n_calc, timeout=TIMEOUT_MS)
-    if page.locator(".ldf-planner").count():
-        # the web planner (Pyodide): its first plan, bar and chart drawn, so that the layout
-        # checks see them (tests/test_planner_page.py checks what they show)
-        page.wait_for_function("""() => { const d = document.querySelector('.ldf-planner').dataset;
-            return ['failed', 'unavailable'].includes(d.ldfState)
-                || (!!d.ldfReady && (d.ldfState === 'error' || d.ldfChart === d.ldfRuns)); }""",
-                               timeout=120_000)
-    broken = page.evaluate("""() => Array.from(document.images)
-        .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'))""")
-    assert not broken, f"images that did not load: {broken}"
-    return {"widgets": n_views, "calculators": n_calc}
-
-
-# --- what one page looks like at one width -------------------------------------------------
-
-_FIGURES_JS = r"""() => Array.from(document.querySelectorAll('article img')).filter(i => i.getClientRects().length)
-  .map(i => ({src: i.getAttribute('src'), natural: i.naturalWidth, shown: i.getBoundingClientRect().width}))"""
-
-
-def _figure_problems(rel: str, width: str, figures: list[dict]) -> list[str]:
-    out = []
-    for f in figures:
-        src = f["src"] or ""
-        if src.startswith("data:") or f["shown"] < 1:
-            continue
-        path = (SITE / rel).parent / unquote(urlsplit(src).path)
-        if src.lower().split("?")[0].endswith(".svg"):
-            if not path.is_file():
-                continue
-            vb, smallest = _svg_text(path)
-            if smallest is not None and vb:
-                px = smallest * f["shown"] / vb
-                if px < MIN_FIGURE_TEXT_PX[width] - 0.05:
-                    out.append(f"{src}: smallest text {px:.1f} px at {WIDTHS[width]} px "
-                               f"(< {MIN_FIGURE_TEXT_PX[width]} px)")
-        else:
-            density = f["natural"] / f["shown"]
-            if density < MIN_PNG_DENSITY - 0.01:
-                out.append(f"{src}: raster at {density:.2f} image px per CSS px (< {MIN_PNG_DENSITY}); "
-                           "use SVG (ldf.use_book_style()) or a denser PNG")
-    return out
-
-
 _INSPECTED: dict[tuple[str, str], dict] = {}
 _CONTEXTS: dict[str, object] = {}     # one browser context per width in this worker (a warm cache)
 
@@ -204,18 +143,14 @@ def _inspect(browser, server, rel: str, width: str) -> dict:
     if key not in _INSPECTED:
         v = _warm_visit(browser, server, width)
         try:
-            page = v.open(rel, idle=False)      # _check_page waits for what the page loads late
+            page = v.open(rel, idle=False)      # check_page waits for what the page loads late
             result = {"load_error": None}
             try:
-                result.update(_check_page(page))
+                result.update(check_page(page))
             except AssertionError as e:
                 result["load_error"] = str(e)
-            page.wait_for_function("() => document.documentElement.hasAttribute('data-ldf-scroll-marked')",
-                                   timeout=TIMEOUT_MS)
-            page.evaluate("() => new Promise(r => setTimeout(r, 250))")   # ldf.js re-marks after load
+            result.update(look(page, SITE, rel, width))    # layout and figures
             result["bytes"] = v.resources()     # what an empty cache would fetch: test_page_weight
-            result["layout"] = page.evaluate(_LAYOUT_JS, WIDTHS[width])
-            result["figures"] = _figure_problems(rel, width, page.evaluate(_FIGURES_JS))
             if FULL_PAGE_SHOTS:
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(SHOTS / f"{rel.replace('/', '__')}.{WIDTHS[width]}.png"), full_page=True)
@@ -254,24 +189,17 @@ def test_page_loads_cleanly(browser, server, rel, width):
 def test_nothing_wider_than_its_column(browser, server, rel, width):
     if rel == "(no site)":
         _require(False, f"no built site at {SITE}")
-    lay = _inspect(browser, server, rel, width)["layout"]
-    problems = ([f"cut off: {c}" for c in lay["cut"]] + [f"no scroll cue: {c}" for c in lay["noCue"]]
-                + [f"squeezed: {c}" for c in lay["squeezed"]]
-                + [f"a short code name split over two lines: {c}" for c in lay["split"]])
-    if lay["pageOverflow"]:
-        problems.append(f"the page scrolls sideways by {lay['pageOverflow']} px")
+    problems = layout_problems(_inspect(browser, server, rel, width)["layout"], width)
     assert not problems, f"{rel} at {WIDTHS[width]} px:\n  " + "\n  ".join(problems)
 
 
-@pytest.mark.parametrize("rel", site_pages() or ["(no site)"])
+@pytest.mark.parametrize("rel", _per_page() or ["(no site)"])
 def test_results_fit_at_desktop_width(browser, server, rel):
     """At 1280 px an output, a table or a display equation the text discusses is seen whole:
     no sideways scrolling (code cells may scroll, with the cue)."""
     if rel == "(no site)":
         _require(False, f"no built site at {SITE}")
-    lay = _inspect(browser, server, rel, "desktop")["layout"]
-    wide = [f"{s['what']}: {s['hidden']} px of {s['width'] + s['hidden']} px hidden"
-            for s in lay["scrolls"] if s["result"] and not s["code"] and s["hidden"] > 6]   # > its padding
+    wide = wide_results(_inspect(browser, server, rel, "desktop")["layout"])
     assert not wide, f"{rel}: results that do not fit a 1280 px page's column:\n  " + "\n  ".join(wide)
 
 
@@ -385,7 +313,7 @@ def test_one_search_box(browser, server, width):
 
 def _weight_pages() -> list[str]:
     # the planner page (Pyodide) has its own limit, measured gzip-served: tests/test_planner_page.py
-    pages = [p for p in site_pages() if not p.endswith("book/planner.html")]
+    pages = _per_page()
     return pages + ["search.html"] if pages else ["(no site)"]
 
 
@@ -560,7 +488,7 @@ def test_site_works_from_file_urls(browser):
     try:
         for rel in dict.fromkeys(chosen):
             page = v.open(rel)
-            _check_page(page)
+            check_page(page)
         page = v.open("search.html?q=prefill")
         page.wait_for_selector("ul.search li", timeout=TIMEOUT_MS)
         page.wait_for_timeout(500)
@@ -621,7 +549,7 @@ def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
         page.evaluate("() => { localStorage.setItem('mode', 'dark'); }")
         page = v.open(pages[0])
         assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
-        _check_page(page)
+        check_page(page)
         # the colour behind each card: its own, or that of the first ancestor that paints one
         cards = page.eval_on_selector_all(".ldf-calc-card", """els => els.map(e => {
             let b = e;
@@ -683,7 +611,7 @@ def _drive_page(page, rel: str, width: str, starts: list[dict] | None = None) ->
             if start is not None and value != start:
                 el.fill(start)
                 value = start
-            moves = [("drag to the middle", lambda: _drag(page, el, 0.5, phone, cdp)),
+            moves = [("drag to the middle", lambda: drag(page, el, 0.5, phone, cdp)),
                      ("End", lambda: el.press("End")), ("Home", lambda: el.press("Home")),
                      ("ArrowRight", lambda: el.press("ArrowRight"))]
             for what, move in moves:
@@ -694,7 +622,7 @@ def _drive_page(page, rel: str, width: str, starts: list[dict] | None = None) ->
                                                arg=[el, value], timeout=5_000)
                     except Exception:
                         problems.append(f"{where}: dragging slider p{a} did not move it (at {value})")
-                st = calc.evaluate(_CONTROL_JS, a)
+                st = calc.evaluate(CONTROL_JS, a)
                 want = lab[st["index"]]
                 if not (st["readout"] == want == st["echo"]):
                     problems.append(f"{where}: {spec['usermeta']['controls'] and list(spec['usermeta']['controls'])[a]!r} "
@@ -702,11 +630,11 @@ def _drive_page(page, rel: str, width: str, starts: list[dict] | None = None) ->
             if not shot and rel.endswith("05_prefill_decode_roofline.html"):
                 shot = True
                 SHOTS.mkdir(parents=True, exist_ok=True)
-                _drag(page, el, 0.6, phone, cdp)
+                drag(page, el, 0.6, phone, cdp)
                 page.locator(".ldf-calc-static").nth(i).locator(
                     "xpath=ancestor::div[contains(@class,'ldf-calc-card')]").screenshot(
                     path=str(SHOTS / f"calculator-{edition}-{width}.png"))
-        lay = calc.evaluate(_CALC_LAYOUT_JS)
+        lay = calc.evaluate(CALC_LAYOUT_JS)
         problems += [f"{where}: cut off: {c}" for c in lay["clipped"]]
         if phone:
             for t in lay["targets"]:
@@ -809,7 +737,7 @@ def test_figures_enlarge_on_a_phone(browser, server):
     """On a 390 px phone a figure's text is ~8.5 px in the column; a tap opens the figure alone
     at its natural size, where the smallest text of every SVG figure of the book is >= 10 px
     (tick exponents, drawn at 0.7 of their label by TeX's rule, are counted at their label's
-    size: see _svg_text).  Driven on the ch05 roofline: tap, the view opens, close."""
+    size: see svg_text).  Driven on the ch05 roofline: tap, the view opens, close."""
     pages = [p for p in _edition_pages("en") if p.startswith("notebooks/")]
     small = []
     for rel in _edition_pages("en") + _edition_pages("zh_CN"):
@@ -818,7 +746,7 @@ def test_figures_enlarge_on_a_phone(browser, server):
             path = (SITE / rel).parent / unquote(src)
             if not path.is_file() or "_images" not in src:
                 continue
-            vb, smallest = _svg_text(path)
+            vb, smallest = svg_text(path)
             if smallest is not None and vb and smallest * 4 / 3 < MIN_ENLARGED_TEXT_PX - 0.05:
                 small.append(f"{rel}: {src}: {smallest * 4 / 3:.1f} px at natural size")
     assert not small, "\n".join(small)

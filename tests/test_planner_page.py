@@ -15,6 +15,10 @@ input in each edition, half of them at each width (``test_planner_in_the_browser
   ``config.json`` (``tests/data/``), ``--json``, and refusals (a layout, a count, a config field),
   each shown with the CLI's message naming the field and never a traceback;
 * no console error, no request to another host, nothing wider than a 390 px screen;
+* on the cold visit, once the first plan, bar and chart are drawn, the per-page checks
+  ``tests/test_browser.py`` gives every other page (``tests/_browsers.py``: ``check_page``,
+  ``layout_problems``, ``figure_problems``, and at 1280 px ``wide_results``): that file leaves
+  this page out: each edition and width starts Pyodide in one test, not two;
 * the page's weight (bytes transferred, gzip) <= 8 MB; interactive <= 20 s cold, each change
   answered in < 200 ms (on a machine busier than its cores, k runnable tasks per core, the limits
   widen k times: a process gets about 1/k of a core; the figures are reported as measured);
@@ -44,7 +48,8 @@ import time
 import zipfile
 
 import pytest
-from _browsers import chromium, is_local, require
+from _browsers import (WIDTHS as PAGE_WIDTHS, check_page, is_local, layout_problems, look,
+                       require, wide_results)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
@@ -420,7 +425,7 @@ def _translations(edition: str):
 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("edition", list(EDITIONS))
-def test_planner_in_the_browser(browser, server, tmp_path, edition, width):
+def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width):
     llama = (DATA / "Llama-3.1-8B-Instruct" / "config.json").read_text(encoding="utf-8")
     for name in ("Llama-3.1-8B-Instruct", "Qwen2.5-7B-Instruct"):
         (tmp_path / name).mkdir()
@@ -441,6 +446,15 @@ def test_planner_in_the_browser(browser, server, tmp_path, edition, width):
         cpu_s = _browser_cpu_s() - cpu0   # what the load costs the cores, whatever the neighbours do
         weight_mb = sum(tab.bytes.values()) / 1e6
         _check(page, tmp_path)
+        # the checks tests/test_browser.py gives every other page, on this visit (its first plan,
+        # bar and chart drawn): math, images, layout at this width, figures, results seen whole
+        check_page(page)
+        wname = next(k for k, v in PAGE_WIDTHS.items() if v == width)
+        seen = look(page, site, rel, wname)
+        problems = layout_problems(seen["layout"], wname) + seen["figures"]
+        if wname == "desktop":
+            problems += [f"a result does not fit: {w}" for w in wide_results(seen["layout"])]
+        assert not problems, f"{rel} at {width} px:\n  " + "\n  ".join(problems)
         # labels: the edition's own
         tr = _translations(edition)
         label = page.inner_text('label[for="ldf-planner-tp"]')

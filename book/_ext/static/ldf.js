@@ -87,6 +87,13 @@ var splitQuery = (function () {
     markWideInlineMath();
     document.querySelectorAll(BOXES).forEach(mark);
     document.documentElement.setAttribute("data-ldf-scroll-marked", "1");
+    document.documentElement.removeAttribute("data-ldf-mark-pending");
+  }
+  var t = null;
+  function markSoon() {   // after a resize settles; the attribute lets a test wait for it
+    clearTimeout(t);
+    document.documentElement.setAttribute("data-ldf-mark-pending", "1");
+    t = setTimeout(markAll, 100);
   }
   function ready(fn) {
     if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
@@ -96,11 +103,10 @@ var splitQuery = (function () {
     document.addEventListener("scroll", function (e) {
       if (e.target && e.target.classList && e.target.classList.contains("ldf-scrolls")) { mark(e.target); }
     }, true);
-    var t = null;
-    window.addEventListener("resize", function () { clearTimeout(t); t = setTimeout(markAll, 100); });
+    window.addEventListener("resize", markSoon);
     window.addEventListener("load", markAll);           // after images and calculators
     if (window.ResizeObserver) {                        // calculators render after load
-      var ro = new ResizeObserver(function () { clearTimeout(t); t = setTimeout(markAll, 100); });
+      var ro = new ResizeObserver(markSoon);
       var main = document.querySelector("#main-content, .bd-article");
       if (main) { ro.observe(main); }
     }

@@ -266,6 +266,13 @@ def typeset(page) -> None:
 
 
 def check_page(page) -> dict:
+    """Wait for what a page draws late, then check it as loaded: math rendered (``typeset``),
+    every embedded widget view drawn, every static calculator ready (``data-ldf-ready``), the
+    web planner's first plan and chart drawn, every image loaded.
+
+    Returns ``{"widgets": n, "calculators": n}`` (counts on the page).  Raises AssertionError
+    naming what did not load; a Playwright TimeoutError when something never appears (30 s; the
+    planner, which starts Pyodide, 120 s)."""
     typeset(page)
     n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
     if n_views:

@@ -94,11 +94,34 @@ def test_ch05_solutions():
     assert not ldf.memory_fit("Llama-3.1-70B", "H200").fits
     # exercise 2: 4-bit weights cut the weights-only critical batch fourfold
     assert ldf.critical_batch(7e9, "H100-SXM", 0, "int4") == 74 == 296 // 4
-    # exercise 3: 131,072 B/token, ~16 GB of weights -> ~122,000 tokens; batch 64 -> under 2,000
+    # exercise 3: 131,072 B/token; the decode step reads 15.01 GB of weights (embedding rows
+    # gathered) -> ~114,500 tokens; batch 64 -> under 1,800
     c8 = ldf.model_config("Llama-3-8B")
     assert ldf.kv_bytes_per_token(c8) == 32 * 2 * 8 * 128 * 2 == 131_072
-    n = ldf.weight_bytes(c8, "bf16") / 131_072
-    assert round(n, -3) == 123_000 and 1_900 < n / 64 < 2_000
+    read = ldf.decode_step_bounds(c8, "H100-SXM", batch=1).nbytes
+    assert round(read / 1e9, 2) == 15.01
+    n = read / 131_072
+    assert round(n, -2) == 114_500 and 1_700 < n / 64 < 1_800
+    # section 6's caption: 33.6 MB of KV per sequence at context 256
+    assert round(256 * 131_072 / 1e6, 1) == 33.6
+    # section 7 and the summary: a chunk at vLLM's smallest default budget (2,048 tokens per step,
+    # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: 2,048 or 8,192 for the API server,
+    # 8,192 or 16,384 for the LLM class) is compute-bound on both chips
+    assert {hw: ldf.prefill_bounds("Llama-3-8B", hw, 2048).bound for hw in ("H100-SXM", "A100-80GB-SXM")} \
+        == {"H100-SXM": "compute", "A100-80GB-SXM": "compute"}
+    # sections 1 and 7: MoE experts reached, per-kernel critical batches with context (H100, BF16)
+    assert [round(ldf.expected_experts_hit(256, 8, b)) for b in (16, 128)] == [102, 252]
+    from llm_dataflow.core.roofline import critical_batch_per_kernel
+    assert critical_batch_per_kernel("DeepSeek-V3", "H100-SXM", 4096).dense_part == 565
+    assert critical_batch_per_kernel("Mixtral-8x7B", "H100-SXM", 1024).dense_part == float("inf")
+    # section 1, MLA on an H100: at 32K tokens of context no batch makes the step compute-bound
+    assert ldf.critical_batch("DeepSeek-V3", "H100-SXM", 32768) == float("inf")
+    # section 1, MLA: FlashMLA's FP8 cache 656 B per token and layer against the BF16 latent's
+    # 1,152 (deepseek-ai/FlashMLA README @9241ae3); DeepSeek-V3's weights in FP8 fit no one GPU
+    assert round(1152 / 656, 2) == 1.76
+    # FlashMLA's deep-dive (docs/20250422-new-kernel-deep-dive.md): ~865 TFLOP/s at ~1,600 MHz, 3.35 TB/s
+    assert round(865e12 / 3.35e12) == 258
+    assert round(ldf.weight_bytes(ldf.model_config("DeepSeek-V3"), "fp8") / 1e9) == 673
     # exercise 4: T = 16 is memory-bound at ~16 FLOP/B, about one decode step; T = 1024 compute-bound
     p16, p1k = ldf.prefill_bounds("Llama-2-7B", "H100-SXM", 16), ldf.prefill_bounds("Llama-2-7B", "H100-SXM", 1024)
     assert (round(p16.intensity, 1), p16.bound) == (15.7, "memory")

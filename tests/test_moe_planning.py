@@ -101,9 +101,16 @@ def test_covering_rule():
     assert coverage.covering_rows(ds, h200, tp=1, batch=1, weights="fp8") == []
     # a dense model under TP on Hopper in FP8: no row, even though MoE rows exist there
     assert coverage.covering_rows("Llama-3.1-70B", h200, tp=8, batch=1, weights="fp8") == []
-    # Mixtral on 8 A100s in BF16: gpt-fast's MoE-under-TP row; dense TP rows do not cover an MoE
-    assert ids(coverage.covering_rows("Mixtral-8x7B", "A100-80GB-SXM", tp=8, batch=1, weights="bf16")) \
-        == ["gptfast-mixtral-bf16-tp8"]
+    # Mixtral on A100s in BF16: gpt-fast's Mixtral rows at TP 2, 4 and 8 (the degree is not
+    # matched); dense TP rows do not cover an MoE
+    mixtral = ["gptfast-mixtral-bf16-tp2", "gptfast-mixtral-bf16-tp4", "gptfast-mixtral-bf16-tp8"]
+    assert ids(coverage.covering_rows("Mixtral-8x7B", "A100-80GB-SXM", tp=8, batch=1, weights="bf16")) == mixtral
+    # an MoE is covered only by rows of its own shapes: DeepSeek-V3's SGLang rows do not cover
+    # Mixtral or Qwen3-30B-A3B on Hopper in FP8, and a DeepSeek-R1-shaped config is covered
+    assert coverage.covering_rows("Mixtral-8x7B", "H100-SXM", tp=8, batch=1, weights="fp8") == []
+    assert coverage.covering_rows("Qwen3-30B-A3B", "H100-SXM", tp=2, batch=1, weights="fp8") == []
+    r1 = ldf.model_config("DeepSeek-V3").replace(name="DeepSeek-R1")
+    assert ids(coverage.covering_rows(r1, h200, tp=8, batch=1, weights="fp8")) == list(SGLANG)
     # the rows are tensor parallel without expert parallelism: an EP deployment is covered by none
     assert coverage.covering_rows(ds, h200, tp=8, batch=1, weights="fp8", ep=8) == []
     with pytest.raises(ValueError, match="tp"):
@@ -130,7 +137,8 @@ def test_plan_deepseek_v3_h200_tp8_fp8():
 def test_plan_says_when_no_row_covers():
     r = plan_report("Qwen3-30B-A3B", "H100-SXM", tp=2, weights="bf16")
     assert r["published_rows"] == [] and r["published_tokens_per_s"] is None
-    assert r["published_note"].startswith("no published row covers MoE under TP on Hopper, bf16 weights, batch 1")
+    assert r["published_note"].startswith("no published row covers an MoE with Qwen3-30B-A3B's shapes under TP on "
+                                          "Hopper, bf16 weights, batch 1")
     with pytest.raises(ValueError, match="tokens_per_s"):
         published_range(ldf.model_config("Qwen3-30B-A3B"), "H100-SXM", tp=2, batch=1, weights="bf16",
                         tokens_per_s=0)
@@ -164,3 +172,19 @@ def test_appendix_moe_under_tp_numbers():
     assert (lo, hi) == (27, 72)
     assert (round(r["decode_tokens_per_s"] * lo / 100), round(r["decode_tokens_per_s"] * hi / 100)) == (275, 734)
     assert ldf.COVERS.startswith("a published decode row with its batch covers")
+
+
+def test_a_preset_names_no_checkpoint_format(capsys):
+    # DeepSeek-V3's published checkpoint is FP8; its preset holds the shapes only, and plan says so
+    # rather than calling it an unquantised checkpoint
+    r = plan_report("DeepSeek-V3", "H200", ep=8)
+    assert r["weights_source"] == "preset" and r["checkpoint_format"].startswith("none: a preset holds the shapes")
+    assert plan_report("DeepSeek-V3", "H200", ep=8, weights="fp8")["weights_source"] == "override"
+    # under EP the per-kernel rows say whose batch each figure is
+    assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--ep", "8", "--weights", "fp8"]) == 0
+    out = capsys.readouterr().out
+    assert "  attention, dense       207 sequences per attention group" in out
+    assert "  routed experts         6,598 sequences in all attention groups together" in out
+    assert "precision                weights fp8 (set by --weights; a preset names no format)" in out
+    assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--ep", "8"]) == 0
+    assert "precision                weights bf16 (a preset names no format; --weights sets one)" in capsys.readouterr().out

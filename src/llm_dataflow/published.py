@@ -93,7 +93,9 @@ BOUND_METHODS: dict[str, str] = {
     "hbm": "peak: HardwareSpec.hbm_bandwidth (B/s)",
     "flops": "peak: HardwareSpec.flops(dtype) (FLOP/s, dense)",
     "link": "peak: LinkSpec.bandwidth_per_direction (B/s); for an all-reduce busbw with params "
-            "algorithm=ring|nvls|…, the algorithm's peak algbw × the ring factor 2(N−1)/N that busbw applies",
+            "algorithm=ring|nvls|…, the algorithm's peak algbw × the ring factor 2(N−1)/N that busbw applies; "
+            "with counts_own=1 (a figure that also counts the 1/N of the bytes a rank routes to itself, "
+            "which never cross the link) the peak × N/(N−1)",
 }
 _TIME_METHODS = ("decode", "serving", "prefill_tokens", "gemm", "all_to_all")
 _RATE_METHODS = ("hbm", "flops", "link")
@@ -353,6 +355,11 @@ def _bound(r: dict) -> tuple[float, str]:
             n = r["n_gpus"]
             per_rank = collective_bytes_per_rank("all_reduce", 1.0, n, p["algorithm"])
             return beta / per_rank * 2 * (n - 1) / n, "peak"
+        if p.get("counts_own"):
+            # the published rate divides every byte a rank receives, its own share included (1/N
+            # under uniform routing), by the time; only (N−1)/N of them crossed the link
+            n = r["n_gpus"]
+            return beta * n / (n - 1), "peak"
         return beta, "peak"
     cfg = model_config(r["preset"]) if r["preset"] else None
     hw = aggregate_hardware(r["gpu"], r["n_gpus"])

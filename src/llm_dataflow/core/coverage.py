@@ -12,9 +12,14 @@ all of these hold:
 
 1. the row is a decode time (``bound == "decode"``) with its batch published and a model preset;
 2. the same kind of model: the row's preset is a mixture of experts exactly when the
-   deployment's model is;
+   deployment's model is; and for a mixture of experts, the same model's shapes (layers,
+   ``d_model``, attention heads and MLA ranks, routed, active and shared experts, expert width),
+   because MoE rows differ by model far more than dense ones: at batch 1 and TP 8, gpt-fast's
+   Mixtral-8x7B reaches 36 % of its bound and SGLang's DeepSeek-V3 3-11 % (appendix 09), so a
+   band from another MoE would not transfer (a DeepSeek-R1 ``config.json`` has DeepSeek-V3's
+   shapes and is covered by its rows);
 3. the same layout: tensor parallel over several GPUs (``n_gpus > 1``; every such decode row
-   is tensor parallel, none expert parallel) exactly when the deployment's ``tp > 1``, and no
+   with its batch published is tensor parallel, none expert parallel) exactly when the deployment's ``tp > 1``, and no
    expert parallelism (``ep == 1``: no row covers an expert-parallel deployment yet);
 4. the same GPU class: the row's GPU has the deployment's architecture (Ampere, Hopper,
    Blackwell; a custom GPU matches none);
@@ -46,8 +51,8 @@ __all__ = ["PUBLISHED_CSV", "COVERS", "read_published_rows", "row_precision", "c
 #: The data file, relative to the ``llm_dataflow`` package.
 PUBLISHED_CSV = "data/published_measurements.csv"
 #: The rule, in one line (the module docstring gives it in full).
-COVERS = ("a published decode row with its batch covers a deployment of the same kind of model (MoE or "
-          "dense), the same layout (tensor parallel or one GPU), the same GPU architecture, the same "
+COVERS = ("a published decode row with its batch covers a deployment of the same kind of model (dense, "
+          "or an MoE of the same shapes), the same layout (tensor parallel or one GPU), the same GPU architecture, the same "
           "weight element (bits, float or integer) and the same batch")
 
 
@@ -128,6 +133,14 @@ def _element(plan: PrecisionPlan) -> tuple:
     return dtype_bits(plan.quant.weight_dtype), plan.quant.is_float
 
 
+def _kind(cfg: ModelConfig) -> tuple:
+    """Rule 2's key: ("dense",) for a dense model; for a mixture of experts its shapes."""
+    if not cfg.is_moe:
+        return ("dense",)
+    return ("moe", cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.kv_lora_rank,
+            cfg.q_lora_rank, cfg.n_routed_experts, cfg.n_experts_per_token, cfg.n_shared_experts, cfg.moe_d_ff)
+
+
 def covering_rows(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, weights="bf16",
                   ep: int = 1) -> list[dict]:
     """The published rows that cover a deployment (:data:`COVERS`; the module docstring gives the
@@ -152,13 +165,13 @@ def covering_rows(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, we
     if not isinstance(weights, (str, PrecisionPlan)):
         raise ValueError(f"weights={weights!r} is not allowed; give a weight format name or a PrecisionPlan")
     plan = weights if isinstance(weights, PrecisionPlan) else precision_plan(weights)
-    want = (cfg.is_moe, tp > 1, hw.architecture, _element(plan), batch)
+    want = (_kind(cfg), tp > 1, hw.architecture, _element(plan), batch)
     out = []
     for r in read_published_rows():
         if (r["bound"] != "decode" or r["batch"] is None or r["preset"] not in MODEL_PRESETS
                 or r["weights"].partition("+")[0] not in WEIGHT_FORMATS):
             continue
-        got = (model_config(r["preset"]).is_moe, r["n_gpus"] > 1, hardware(r["gpu"]).architecture,
+        got = (_kind(model_config(r["preset"])), r["n_gpus"] > 1, hardware(r["gpu"]).architecture,
                _element(row_precision(r["weights"])), r["batch"])
         if got == want:
             out.append(r)

@@ -107,8 +107,9 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
 
     Keys: ``model``, ``hardware``, ``tp``, ``ep``, ``dp`` (``ep/tp`` attention groups under EP,
     else 1), ``batch``, ``context``, ``prompt``, ``weights`` (the format's label),
-    ``weights_source`` (``"checkpoint"`` or ``"override"``), ``checkpoint_format`` (what
-    config.json's ``quantization_config`` says, or ``"unquantised"``),
+    ``weights_source`` (``"checkpoint"``, ``"preset"``: a preset, which names no format, sized in
+    BF16, or ``"override"``), ``checkpoint_format`` (what config.json's ``quantization_config``
+    says, ``"unquantised"``, or for a preset that it names none),
     ``kv_dtype``, ``compute_dtype``, ``params_total``, ``params_active``, ``vision_params`` (a
     multimodal checkpoint's vision tower and projector, else None), ``weight_bytes``
     (stored, whole model: what the files hold), ``weight_bytes_per_gpu`` (what one GPU holds after
@@ -157,11 +158,17 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     prompt = context if prompt is None else require_nonnegative("prompt", prompt)
     if kv is not None and (not isinstance(kv, str) or kv not in KV_DTYPES):
         raise ValueError(f"kv={kv!r} is not allowed; allowed: None or {', '.join(KV_DTYPES)}")
+    # a preset holds a model's shapes, not a checkpoint: it names no format (DeepSeek-V3's
+    # published checkpoint is FP8, its preset is not); a config.json without a
+    # quantization_config is an unquantised checkpoint
+    preset = cfg.quantization is None and MODEL_PRESETS.get(cfg.name) == cfg
     if weights is None:
-        plan, source = checkpoint_precision(cfg, kv), "checkpoint"
+        plan, source = checkpoint_precision(cfg, kv), "preset" if preset else "checkpoint"
     else:
         plan, source = precision_plan(weights, kv=kv), "override"
-    fmt = "unquantised" if cfg.quantization is None else cfg.quantization.source or "quantised"
+    fmt = ("none: a preset holds the shapes, not a checkpoint (the published checkpoint may be quantised; "
+           "--weights sets its format)" if preset else
+           "unquantised" if cfg.quantization is None else cfg.quantization.source or "quantised")
     if non_torch_gib is not None and (isinstance(non_torch_gib, bool) or not isinstance(non_torch_gib, (int, float))
                                       or not 0 <= non_torch_gib < 1e6):
         raise ValueError(f"non_torch_gib={non_torch_gib!r} is not allowed; allowed: a number of GiB >= 0")
@@ -237,7 +244,7 @@ def published_range(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, 
     """The decode throughput that published rows covering this deployment imply (token/s).
 
     Coverage is :data:`~llm_dataflow.core.coverage.COVERS` (:func:`~llm_dataflow.core.coverage.covering_rows`:
-    same kind of model (MoE or dense), layout (TP or one GPU), GPU architecture, weight element
+    same kind of model (dense, or an MoE of the same shapes), layout (TP or one GPU), GPU architecture, weight element
     and batch).  Each covering row's efficiency is its published tokens/s over the bound this
     same command computes for the row's own setting (its model, GPU, ``tp`` = its GPU count,
     batch, context, weights); the range is ``tokens_per_s`` (this deployment's bound) times the
@@ -259,7 +266,8 @@ def published_range(cfg: ModelConfig, hw: HardwareSpec, *, tp: int, batch: int, 
         kind_ep = f"MoE with expert parallel {ep} on {hw.architecture}"
         return {"published_rows": [], "published_efficiency": None, "published_tokens_per_s": None,
                 "published_note": f"no published row covers {kind_ep}; no efficiency band applied"}
-    kind = (f"{'MoE' if cfg.is_moe else 'dense'} {'under TP' if tp > 1 else 'on one GPU'} on "
+    model_kind = f"an MoE with {cfg.name}'s shapes" if cfg.is_moe else "dense"
+    kind = (f"{model_kind} {'under TP' if tp > 1 else 'on one GPU'} on "
             f"{hw.architecture}, {weights.label if hasattr(weights, 'label') else weights} weights, batch {batch}")
     if not rows:
         return {"published_rows": [], "published_efficiency": None, "published_tokens_per_s": None,
@@ -285,6 +293,10 @@ def _per_kernel_rows(r: dict) -> list:
     if r["critical_batch_routed_experts"] is None and r["params_total"] == r["params_active"]:
         return []
     show = lambda x: "never compute-bound" if x is None else f"{x:,} sequences"  # noqa: E731
+    if r["dp"] > 1:   # under EP the experts see the tokens of every attention group
+        return [("  attention, dense", show(r["critical_batch_dense_part"]) + " per attention group"),
+                ("  routed experts", show(r["critical_batch_routed_experts"]) + " in all attention groups "
+                                     "together (each expert sees B·k/E of their tokens)")]
     return [("  attention, dense", show(r["critical_batch_dense_part"])),
             ("  routed experts", show(r["critical_batch_routed_experts"]) + " (each expert sees B·k/E tokens)")]
 
@@ -310,6 +322,10 @@ def _table(r: dict) -> str:
                                             if r["dp"] > 1 else "") + f", context {r['context']:,}, prompt {r['prompt']:,}"),
         ("checkpoint", r["checkpoint_format"]),
         ("precision", ("weights as the checkpoint stores them" if r["weights_source"] == "checkpoint" else
+                       f"weights {r['weights']} (a preset names no format; --weights sets one)"
+                       if r["weights_source"] == "preset" else
+                       f"weights {r['weights']} (set by --weights; a preset names no format)"
+                       if r["checkpoint_format"].startswith("none:") else
                        f"weights {r['weights']} (--weights overrides the checkpoint's format)")
          + f", KV cache {r['kv_dtype']}, compute {r['compute_dtype']}"),
         ("parameters", f"{r['params_total']:,} total, {r['params_active']:,} active per token"),

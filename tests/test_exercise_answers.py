@@ -190,8 +190,34 @@ def test_ch07_solutions():
     assert lat / t["ring"] > 0.99
     assert lat / ldf.collective_time("all_reduce", big, 8, "NVLink4") < 0.2
     assert lat / ldf.collective_time("all_reduce", pre, 8, "NVLink4") < 0.1
-    # exercise 5 / topology: 2 of the 16 ring hops cross InfiniBand; 30 steps
+    # exercise 5 / topology: 2 of the 16 ring hops cross InfiniBand; 30 steps, of which NCCL's
+    # model charges 2 x nodes = 4 to the network: 85.3 us per all-reduce at batch 64, 13.7 ms for
+    # the step's 160; TP 8 on NVLink + one InfiniBand send for PP 2: 2.9 ms
     assert ldf.ring_hops(16, 8) == (14, 2) and ldf.collective_steps("all_reduce", 16) == 30
+    m64 = 64 * d * 2
+    one = ldf.two_tier_ring_time("all_reduce", m64, 16, 8)
+    assert round(m64 / 1e6, 2) == 1.05 and round(one * 1e6, 1) == 85.3 and round(160 * one * 1e3, 1) == 13.7
+    pp2 = 160 * ldf.collective_time("all_reduce", m64, 8, "NVLink4") + ldf.p2p_time(m64, "InfiniBand-NDR")
+    assert round(pp2 * 1e3, 1) == 2.9
+    # section 1: NVLS measured at about 1.3x the ring's busbw (480 vs 370 GB/s); the model's 1.8x
+    assert round(480 / 370, 1) == 1.3
+    assert round(ldf.collective_time("all_reduce", pre, 8, "NVLink4")
+                 / ldf.collective_time("all_reduce", pre, 8, "NVLink4", "nvls"), 1) == 1.8
+    # chapter opening: 141 GB of BF16 weights for a 70B model
+    assert round(ldf.weight_bytes(ldf.model_config("Llama-3.1-70B")) / 1e9) == 141
+    # exercise 2: TP 16 replicates Llama-3.1-70B's 8 KV heads; a degree that neither divides nor is a
+    # multiple of the KV heads is refused (24 query heads, 8 KV heads, tp 12)
+    ldf.check_tp_degree(ldf.model_config("Llama-3.1-70B"), 16)
+    odd = ldf.model_config("Llama-3-8B").replace(n_heads=24, head_dim=128, d_ff=12288)
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        ldf.check_tp_degree(odd, 12)
+    # section 5 and exercise 6: 7.26x the KV tokens with the default non-torch term at tp = 8, 5.93x
+    # with the 7.16 GiB of the published TP 8 log
+    GiB = 2**30
+    dp8 = 8 * ldf.engine_memory("DeepSeek-V3", "H200", "fp8", tp=1, ep=8).kv_tokens
+    tp8 = ldf.engine_memory("DeepSeek-V3", "H200", "fp8", tp=8).kv_tokens
+    tp8_log = ldf.engine_memory("DeepSeek-V3", "H200", "fp8", tp=8, non_torch=7.16 * GiB).kv_tokens
+    assert (dp8, tp8) == (3_537_280, 487_056) and round(dp8 / tp8, 2) == 7.26 and round(dp8 / tp8_log, 2) == 5.93
     # exercise 1: 1.75 x 64 MiB per GPU; time ratio close to the per-direction bandwidth ratio 9
     assert ldf.collective_bytes_per_rank("all_reduce", 64 * 2**20, 8) == 1.75 * 64 * 2**20
     r = ldf.collective_time("all_reduce", 64 * 2**20, 8, "InfiniBand-NDR") / ldf.collective_time("all_reduce", 64 * 2**20, 8, "NVLink4")
@@ -297,3 +323,22 @@ def test_ch08_solutions():
     pre70 = ldf.prefill_flops(cfg, 8192) / (8 * ldf.hardware("H100-SXM").flops("bf16"))
     assert (round(t8 * 1e3, 1), round(t1 * 1e3, 1), round(pre70 * 1e3)) == (6.7, 53.7, 153)
     assert round(t1 / pre70, 2) == 0.35 and round(t8 / pre70, 3) == 0.044
+    # exercise 3: at a tenth of the rate, section 3's cost model: throughput converges (675 vs 701
+    # tokens/s), TTFT does not (p50 36.3 vs 3.6 ms); 40 ms between arrivals on average, a static
+    # batch of up to 32 decode steps of about 2 ms
+    import torch
+    torch.manual_seed(0)
+    model = ldf.Decoder(ldf.model_config("tiny-llama"))
+    slow = ldf.make_workload(n_requests=24, rate_per_s=25.0, prompt_len=(4, 32), output_len=(2, 32), seed=0)
+    cost = ldf.StepCost(fixed_s=2e-3, per_token_s=5e-5)
+    m = {k: ldf.serving_metrics(fn(model, slow, 8, clock=cost))
+         for k, fn in (("static", ldf.serve_static), ("continuous", ldf.serve_continuous))}
+    assert [round(m[k]["throughput_tok_s"]) for k in ("static", "continuous")] == [675, 701]
+    assert [round(m[k]["ttft_s_p50"] * 1e3, 1) for k in ("static", "continuous")] == [36.3, 3.6]
+    assert 1 / 25.0 == 0.04 and max(r.output_len for r in slow) <= 32 and round(cost(8) * 1e3, 1) == 2.4
+    # section 2: a 512 KiB L2 gives 21-row blocks of 1,024 FP32 values (x, residual, h, h², y, out)
+    assert ldf.fusion.fused_block_rows(1024, l2_bytes=512 * 1024) == 21
+    # section 4: the draft reads 0.108 of the target's decode-step bytes (Llama-3-8B for Llama-3.1-70B)
+    c = (ldf.decode_step_bounds("Llama-3-8B", "H100-SXM", 1, 0).nbytes
+         / ldf.decode_step_bounds("Llama-3.1-70B", "H100-SXM", 1, 0).nbytes)
+    assert round(c, 4) == 0.108

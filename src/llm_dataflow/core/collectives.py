@@ -32,10 +32,11 @@ tensor-parallel all-reduces over NVLink/NVSwitch, and NVLink SHARP (NVLS), where
 reduces.  NCCL chooses per call from the message size, rank count and topology (``NCCL_ALGO``:
 Ring, Tree, CollNet, NVLS, NVLSTree, PAT; NCCL User Guide, "Environment Variables").
 
-A ring across nodes is only as fast as its slowest hop: :func:`ring_hops` counts the hops that
-cross the node boundary (2 of 16 for TP = 16 over two 8-GPU nodes) and :func:`two_tier_ring_time`
-prices each step at the slower link, with ``rings`` parallel rings sharing the inter-node
-bandwidth of as many NICs.
+A ring across nodes streams at the speed of its slowest hop: :func:`ring_hops` counts the hops
+that cross the node boundary (2 of 16 for TP = 16 over two 8-GPU nodes) and
+:func:`two_tier_ring_time` sets the bandwidth term by the slower link, with ``rings`` parallel
+rings sharing the inter-node bandwidth of as many NICs; its latency term charges the network's α
+only to the steps whose chain of dependent hops crosses the network (NCCL's own cost model).
 
 On real processes, :class:`llm_dataflow.collectives.CommCounter` counts the bytes each rank
 hands to ``torch.distributed``; this module is the arithmetic alone (no torch).
@@ -201,16 +202,21 @@ def two_tier_ring_time(op: str, nbytes: float, n_ranks: int, ranks_per_node: int
     """α–β time (s) of ring ``op`` over nodes of ``ranks_per_node`` GPUs: ``intra_link`` inside a
     node, ``inter_link`` between nodes.
 
-    Every ring step moves one chunk over every hop at once, so each step waits for its slowest
-    hop: with more than one node the step pays the inter-node α, and the bandwidth term is set by
-    the slower link — although only :func:`ring_hops` ``[1]`` of the ``n_ranks`` hops cross the
-    network.  ``rings`` parallel rings (NCCL's channels), each leaving the node through its own
-    NIC, carry ``1/rings`` of the buffer each, which divides the network's share of the bandwidth
-    term by ``rings``; each GPU's NVLink still carries its whole share, and the latency term is
-    not divided:
+    Every hop of the ring streams at once, so the bandwidth term is set by the slower link,
+    although only :func:`ring_hops` ``[1]`` of the ``n_ranks`` hops cross the network.  The
+    latency is a chain: a rank's step waits for its predecessor's previous step, not for every
+    hop of the ring, so the ``steps`` α's in a row cross the network only a few times — NCCL's
+    tuning model (NVIDIA/nccl ``src/graph/tuning.cc``, ``nInterSteps``) charges the network's α
+    to ``2·nodes`` of an all-reduce's steps, ``nodes − 1`` of an all-gather's or
+    reduce-scatter's and ``nodes`` of a broadcast's, and the intra-node α to the rest; an
+    all-to-all's pairwise exchange has pairs across the network in every step, which pays the
+    larger α each time.  ``rings`` parallel rings (NCCL's channels), each leaving the node
+    through its own NIC, carry ``1/rings`` of the buffer each, which divides the network's share
+    of the bandwidth term by ``rings``; each GPU's NVLink still carries its whole share, and the
+    latency term is not divided:
 
-    ``t = steps·max(α_intra, α_inter) + B·max(1/β_intra, 1/(rings·β_inter))``, B =
-    :func:`collective_bytes_per_rank` (ring).  One node: exactly :func:`collective_time` on
+    ``t = (steps − s_inter)·α_intra + s_inter·α_inter + B·max(1/β_intra, 1/(rings·β_inter))``,
+    B = :func:`collective_bytes_per_rank` (ring), ``s_inter`` the network steps above.  One node: exactly :func:`collective_time` on
     ``intra_link``.  ``rings`` may not exceed ``ranks_per_node`` (an HGX/DGX H100 node has one
     400 Gb/s NIC per GPU, eight per node: NVIDIA DGX H100 User Guide).
 
@@ -228,8 +234,11 @@ def two_tier_ring_time(op: str, nbytes: float, n_ranks: int, ranks_per_node: int
     if inter == 0:
         return collective_time(op, nbytes, n_ranks, a)
     per_rank = collective_bytes_per_rank(op, nbytes, n_ranks)
+    steps, nodes = collective_steps(op, n_ranks), n_ranks // ranks_per_node
+    s_inter = min(steps, {"all_reduce": 2 * nodes, "all_gather": nodes - 1, "reduce_scatter": nodes - 1,
+                          "broadcast": nodes}.get(op, steps))
     try:
-        t = (collective_steps(op, n_ranks) * max(a.latency_s, b.latency_s)
+        t = ((steps - s_inter) * a.latency_s + s_inter * b.latency_s
              + per_rank * max(1 / a.bandwidth_per_direction, 1 / (rings * b.bandwidth_per_direction)))
     except OverflowError:
         t = math.inf

@@ -235,6 +235,15 @@ def test_ch03_prose_and_solutions():
     mm = [c[k][0] / c[k][1] for k in c if k in ldf.MATMUL_OPS]
     assert (round(min(mm)), round(max(mm))) == (39, 55)
     assert round(ldf.ridge_point("H100-SXM", "fp32")) == 20 and round(ldf.ridge_point("A100-80GB-SXM")) == 153
+    # the same matmuls in BF16 (79–109 FLOP/B) and the H100's TF32 tensor-core ridge (148)
+    c2 = ldf.analytic_op_costs(bench, 1, 128, elem_bytes=2)
+    mm2 = [c2[k][0] / c2[k][1] for k in c2 if k in ldf.MATMUL_OPS]
+    assert (round(min(mm2)), round(max(mm2))) == (79, 109)
+    assert round(ldf.ridge_point("H100-SXM", "tf32")) == 148
+    # section 6: GQA attention's decode intensity H/H_kv of the calculator's presets
+    assert {m: ldf.model_config(m).n_heads // ldf.model_config(m).n_kv_heads
+            for m in ("Llama-3-8B", "Mixtral-8x7B", "Qwen2.5-7B", "Llama-3.1-70B", "Qwen3-30B-A3B")} \
+        == {"Llama-3-8B": 4, "Mixtral-8x7B": 4, "Qwen2.5-7B": 7, "Llama-3.1-70B": 8, "Qwen3-30B-A3B": 8}
     # attention: eager vs fused, T_pre = 128 (FP32) and Llama-3-8B at 8192 (BF16)
     fused128 = ldf.analytic_op_costs(bench, 1, 128, elem_bytes=4, attention="fused")["attention"][1]
     assert (c["attention"][1], fused128) == (9_715_712, 1_310_720) and round(c["attention"][1] / fused128, 1) == 7.4

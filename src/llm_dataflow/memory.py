@@ -29,8 +29,9 @@ How it measures (and what that costs in honesty):
 
 Cache sizes come from the OS (:func:`cache_levels`): ``/sys/devices/system/cpu/cpu0/cache``
 (Linux sysfs, ``Documentation/ABI/testing/sysfs-devices-system-cpu``), else ``lscpu``.  On a
-virtual machine the OS reports the *host's* caches: a 2-vCPU guest may be told of a last-level
-cache of hundreds of MiB that it shares with every other guest on the socket, so its measured
+virtual machine the OS reports one instance of the *host's* last-level cache as the hypervisor
+describes it (per CCD on AMD EPYC, per socket on most Intel Xeons): a 2-vCPU guest may be told of
+tens or hundreds of MiB that it shares with every other guest on that instance, so its measured
 cliff can come well before the reported size.  That is why sizes are taken *past* the reported
 last level (:func:`past_last_level_bytes`), never just up to it.
 """
@@ -463,7 +464,7 @@ def dram_onset(points: list[MountainPoint], caches: list[CacheLevel], op: str = 
     has no DRAM tier.
 
     Compare it with :func:`last_level_cache_bytes`: on bare metal the onset sits near the LLC; on
-    a virtual machine, whose OS reports the host's whole LLC while other guests use it too, it can
+    a virtual machine, whose OS reports a host LLC instance that other guests use too, it can
     come at a fraction of it.  A measured, noisy quantity (print it with ``fmt_measured``).
 
     Raises:

@@ -169,8 +169,9 @@ def analytic_op_costs(cfg: ModelConfig, batch: int, seq_len: int, phase: str = "
       the shared expert likewise with all N tokens: ``(3·N·D + 3·D·F_s + 6·N·F_s)·e``.
 
     Sources: the matmul count is the standard ``2·m·n·k`` (Kaplan et al. 2020, arXiv:2001.08361,
-    Table 1 uses ``2·N_params`` per token); attention as in the same table (``2·n_ctx·d_attn``
-    per token for QKᵀ, the same for PV).
+    Table 1 uses ``2·N_params`` per token).  Attention counts what a dense kernel does:
+    ``2·n_ctx·d_attn`` per token and layer for QKᵀ and the same again for PV; Kaplan et al.'s
+    Table 1 charges ``2·n_layer·n_ctx·d_attn`` per token for the two together, half of this.
 
     Raises:
         ValueError: bad phase / sizes / ``attention`` (named).

@@ -13,18 +13,22 @@ depends on the generation and on the kernel:
   signals arrival, optional multicast to a cluster) — no registers on the way; ``wgmma.mma_async``
   (a warpgroup of 4 warps) reads B *from shared memory* (A from shared memory or registers) and
   accumulates into registers.
-* **Blackwell** (B200, sm_100a): the TMA still feeds shared memory; ``tcgen05.mma`` (issued by
+* **Data-centre Blackwell** (B200, sm_100a; the consumer RTX 50 series, sm_120, has no
+  ``tcgen05`` and no TMEM — its preset says ``tmem_per_sm_bytes = 0``): the TMA still feeds shared memory; ``tcgen05.mma`` (issued by
   one thread) reads B from shared memory, A from shared memory or **TMEM**, and keeps the
   accumulator in **Tensor Memory (TMEM)**, a 256 KiB per-SM store beside the tensor cores
   (``tcgen05.ld`` moves results TMEM → registers for the epilogue).
-* **No reuse, no staging** (:data:`DECODE_GEMV_PATH`): a batch-1 decode projection (a GEMV) uses
-  each weight once, so there is nothing to stage; such kernels read the weights with wide vector
-  loads straight into registers, on every generation (TensorRT-LLM's weight-only batched GEMV,
-  ``cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv/kernel.h``: weights global → registers,
-  dequantised and accumulated there; only the per-group scales go through shared memory).
+* **No reuse, nothing to stage for it** (:data:`DECODE_GEMV_PATH`): a batch-1 decode projection
+  (a GEMV) uses each weight once; TensorRT-LLM's weight-only batched GEMV reads the weights with
+  wide vector loads straight into registers, on every generation
+  (``cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv/kernel.h``: weights global → registers,
+  dequantised and accumulated there; only the per-group scales go through shared memory).  Other
+  batch-1 kernels stage the weights anyway, to pipeline asynchronous copies and hide latency
+  (Marlin's quantised GEMM: ``cp.async`` into a 4-stage shared-memory ring).
 
 TMA and TMEM are different things: the TMA is a *copy engine* (global ↔ shared), TMEM is a
-*memory* (tensor-core accumulators).  Hopper has the TMA and no TMEM; Blackwell has both.
+*memory* (tensor-core accumulators).  Hopper has the TMA and no TMEM; data-centre Blackwell
+(sm_100) has both.
 
 The capacities (registers, shared memory, L2, TMEM per SM, HBM bandwidth) are not repeated here:
 each row names a ``hardware`` preset and reads them from its :class:`~llm_dataflow.HardwareSpec`.
@@ -111,7 +115,8 @@ class ChipGeneration:
 
     @property
     def has_tmem(self) -> bool:
-        """Whether the generation has Tensor Memory (accumulator storage): sm_100+."""
+        """Whether the generation has Tensor Memory (accumulator storage): data-centre Blackwell
+        (sm_100/sm_103), from the preset's ``tmem_per_sm_bytes`` (0 for the RTX 5090, sm_120)."""
         return self.tmem_per_sm_bytes > 0
 
 
@@ -160,15 +165,17 @@ GENERATIONS: dict[str, ChipGeneration] = {
 TMA_VS_TMEM: dict[str, str] = {
     "TMA (Tensor Memory Accelerator)": "a copy engine in each SM (Hopper and later): moves a whole "
     "tile between global and shared memory from one instruction (cp.async.bulk.tensor); holds no data",
-    "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (Blackwell): holds tensor-core accumulators (and "
+    "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (data-centre Blackwell, sm_100): holds tensor-core accumulators (and "
     "optionally operand A) for tcgen05.mma; filled and drained by tcgen05.mma / tcgen05.cp / tcgen05.ld",
 }
 
-#: Where a batch-1 GEMV (a decode projection, M = 1) keeps its weights on every generation: each
-#: weight is used once, so no tile is staged in shared memory (source: TensorRT-LLM
-#: ``weightOnlyBatchedGemv/kernel.h``, a GMemIterator loads weights into registers).
-DECODE_GEMV_PATH = ("global → registers (wide vector loads; each weight used once, nothing staged in "
-                    "shared memory); accumulate in registers")
+#: Where TensorRT-LLM's batch-1 GEMV (a decode projection, M = 1) keeps its weights on every
+#: generation: each weight is used once, so no tile is staged in shared memory (source: TensorRT-LLM
+#: ``weightOnlyBatchedGemv/kernel.h``, a GMemIterator loads weights into registers).  Not every
+#: GEMV does this: Marlin stages the weights in shared memory to pipeline its copies.
+DECODE_GEMV_PATH = ("global → registers (TensorRT-LLM's weight-only GEMV: wide vector loads, each weight "
+                    "used once, nothing staged in shared memory; Marlin stages them to pipeline its "
+                    "copies); accumulate in registers")
 
 #: NVIDIA's names for the on-chip storage of an SM and the nearest AMD (CDNA, ROCm docs "GPU
 #: specifications" and "Compute unit") and Intel (Xe, oneAPI GPU Optimization Guide) terms.  Sizes
@@ -180,7 +187,7 @@ ON_CHIP_NAMES: list[dict[str, str]] = [
      "AMD": "LDS (local data share)", "Intel": "SLM (shared local memory)"},
     {"role": "per-SM cache of global memory", "NVIDIA": "L1 (same array as shared memory, split by a carveout)",
      "AMD": "vL1D (vector L1 cache)", "Intel": "L1 cache (shares storage with SLM)"},
-    {"role": "tensor-core accumulator memory", "NVIDIA": "TMEM (Blackwell)", "AMD": "AccVGPRs (CDNA)",
+    {"role": "tensor-core accumulator memory", "NVIDIA": "TMEM (data-centre Blackwell)", "AMD": "AccVGPRs (CDNA)",
      "Intel": "— (accumulators in the GRF)"},
     {"role": "device-wide cache", "NVIDIA": "L2", "AMD": "L2 per XCD, Infinity Cache (MI300)",
      "Intel": "L2 / last-level cache"},
@@ -200,11 +207,13 @@ PROFILER_METRICS: list[dict[str, str]] = [
                                 "(depends on launch order / rasterization, not on the loop nest)"},
     {"metric": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / "
                "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-     "shows": "32-byte sectors per global load request (coalescing)",
+     "shows": "32-byte sectors per global load request (coalescing) of plain loads; cp.async and "
+              "TMA copies are counted elsewhere",
      "source code cannot tell": "whether a warp's 32 addresses fall into 4 sectors (coalesced) or 32 "
                                 "(strided): same bytes in the source, up to 8× the transactions"},
-    {"metric": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-     "shows": "shared-memory bank conflicts on loads",
+    {"metric": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+     "shows": "shared-memory bank conflicts of the LSU pipe's accesses (loads, stores, ldmatrix); "
+              "wgmma and TMA traffic does not go through this pipe",
      "source code cannot tell": "that a tile layout serialises a warp's shared-memory reads "
                                 "(32 banks of 4 bytes); swizzled layouts avoid it"},
     {"metric": "gpu__time_duration.sum, sm__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -249,6 +258,6 @@ def generations_table(dtype: str = "bf16") -> list[dict[str, str]]:
             "A from": g.a_operand,
             "B from": g.b_operand,
             "accumulator in": g.accumulator.split(":")[0],
-            "batch-1 GEMV weights": DECODE_GEMV_PATH.split(" (")[0],
+            "batch-1 GEMV weights (TensorRT-LLM)": DECODE_GEMV_PATH.split(" (")[0],
         })
     return rows

@@ -258,6 +258,6 @@ def generations_table(dtype: str = "bf16") -> list[dict[str, str]]:
             "A from": g.a_operand,
             "B from": g.b_operand,
             "accumulator in": g.accumulator.split(":")[0],
-            "batch-1 GEMV weights (TensorRT-LLM)": DECODE_GEMV_PATH.split(" (")[0],
+            "batch-1 GEMV weights": DECODE_GEMV_PATH.split(" (")[0],
         })
     return rows

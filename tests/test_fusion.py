@@ -113,3 +113,17 @@ def test_benchmark_reports_four_interleaved_paths():
     for bad in ((), ("fused", "fused"), ("triton",)):
         with pytest.raises(ValueError, match="paths"):
             ldf.fusion_benchmark(8, 8, paths=bad)
+
+
+def test_fusion_verdicts_words_and_errors():
+    base = {"t_unfused": 0.1, "t_unfused_prealloc": 0.02}
+    v = ldf.fusion_verdicts({**base, "speedup_prealloc": 0.6})
+    assert v["prealloc"].startswith("the blocked kernel was slower") and v["allocation"].startswith("allocating fresh")
+    assert v["fresh_over_prealloc"] == pytest.approx(5.0)
+    assert ldf.fusion_verdicts({**base, "speedup_prealloc": 1.5})["prealloc"] == "fusion saved time here"
+    same = ldf.fusion_verdicts({"t_unfused": 0.1, "t_unfused_prealloc": 0.1, "speedup_prealloc": 1.0})
+    assert same["prealloc"] == "no clear difference here (within 10 %)" and same["allocation"] == "allocation cost little here"
+    with pytest.raises(ValueError, match="speedup_prealloc"):
+        ldf.fusion_verdicts(base)
+    with pytest.raises(ValueError, match="margin=1"):
+        ldf.fusion_verdicts({**base, "speedup_prealloc": 1.0}, margin=1)

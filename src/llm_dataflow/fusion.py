@@ -33,7 +33,7 @@ from .memory import cache_levels
 from .core.units import KiB, require_positive
 
 __all__ = ["norm_unfused", "norm_fused", "NormBuffers", "norm_buffers", "fused_block_rows", "fusion_bytes",
-           "fusion_benchmark", "UNFUSED_STEPS"]
+           "fusion_benchmark", "fusion_verdicts", "UNFUSED_STEPS"]
 
 #: The kernels of an unfused (residual add +) RMSNorm, each with the ``[N, D]``-sized tensors it
 #: reads and writes (``"N"`` = one value per row, ``"w"`` = the ``[D]`` weight).
@@ -412,3 +412,32 @@ def fusion_benchmark(n_rows: int = 4096, d: int = 2048, residual: bool = True, d
     if "fused" in times:
         out["gbps_fused"] = b_fus / out["t_fused"]
     return out
+
+
+def fusion_verdicts(result: dict, margin: float = 1.1) -> dict:
+    """What a :func:`fusion_benchmark` result says on this machine, in words (chapters 03 and 08).
+
+    ``prealloc``: fusion saved time, no clear difference, or the blocked kernel was slower — from
+    ``speedup_prealloc`` (unfused / fused, both with preallocated outputs: bytes and calls only),
+    against ``margin`` either way.  ``allocation``: whether fresh outputs cost the unfused chain
+    time, from ``t_unfused / t_unfused_prealloc``.  Both are verdicts on measured, noisy times.
+
+    Raises:
+        ValueError: ``result`` lacks the preallocated and fresh timings (a benchmark run with
+            ``paths`` that leave them out), or ``margin`` is not a number above 1.
+    """
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin > 1:
+        raise ValueError(f"margin={margin!r} is not allowed; allowed: a number above 1")
+    missing = [k for k in ("speedup_prealloc", "t_unfused", "t_unfused_prealloc") if k not in result]
+    if missing:
+        raise ValueError(f"result lacks {', '.join(missing)}; run fusion_benchmark with its default paths")
+    sp = result["speedup_prealloc"]
+    alloc = result["t_unfused"] / result["t_unfused_prealloc"]
+    return {
+        "prealloc": ("fusion saved time here" if sp >= margin else
+                     f"no clear difference here (within {round(100 * (margin - 1))} %)" if sp > 1 / margin else
+                     "the blocked kernel was slower here: its per-block calls cost more than the bytes it saved"),
+        "allocation": ("allocating fresh outputs cost time here" if alloc >= margin
+                       else "allocation cost little here"),
+        "fresh_over_prealloc": alloc,
+    }

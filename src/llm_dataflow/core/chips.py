@@ -14,8 +14,8 @@ depends on the generation and on the kernel:
   (a warpgroup of 4 warps) reads B *from shared memory* (A from shared memory or registers) and
   accumulates into registers.
 * **Data-centre Blackwell** (B200, sm_100a; the consumer RTX 50 series, sm_120, has no
-  ``tcgen05`` and no TMEM — its preset says ``tmem_per_sm_bytes = 0``): the TMA still feeds shared memory; ``tcgen05.mma`` (issued by
-  one thread) reads B from shared memory, A from shared memory or **TMEM**, and keeps the
+  ``tcgen05`` and no TMEM — its preset says ``tmem_per_sm_bytes = 0``): the TMA still feeds
+  shared memory; ``tcgen05.mma`` (issued by one thread) reads B from shared memory, A from shared memory or **TMEM**, and keeps the
   accumulator in **Tensor Memory (TMEM)**, a 256 KiB per-SM store beside the tensor cores
   (``tcgen05.ld`` moves results TMEM → registers for the epilogue).
 * **No reuse, nothing to stage for it** (:data:`DECODE_GEMV_PATH`): a batch-1 decode projection
@@ -165,7 +165,8 @@ GENERATIONS: dict[str, ChipGeneration] = {
 TMA_VS_TMEM: dict[str, str] = {
     "TMA (Tensor Memory Accelerator)": "a copy engine in each SM (Hopper and later): moves a whole "
     "tile between global and shared memory from one instruction (cp.async.bulk.tensor); holds no data",
-    "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (data-centre Blackwell, sm_100): holds tensor-core accumulators (and "
+    "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (data-centre Blackwell, sm_100): holds tensor-core "
+    "accumulators (and "
     "optionally operand A) for tcgen05.mma; filled and drained by tcgen05.mma / tcgen05.cp / tcgen05.ld",
 }
 

@@ -216,8 +216,8 @@ def two_tier_ring_time(op: str, nbytes: float, n_ranks: int, ranks_per_node: int
     latency term is not divided:
 
     ``t = (steps − s_inter)·α_intra + s_inter·α_inter + B·max(1/β_intra, 1/(rings·β_inter))``,
-    B = :func:`collective_bytes_per_rank` (ring), ``s_inter`` the network steps above.  One node: exactly :func:`collective_time` on
-    ``intra_link``.  ``rings`` may not exceed ``ranks_per_node`` (an HGX/DGX H100 node has one
+    B = :func:`collective_bytes_per_rank` (ring), ``s_inter`` the network steps above.  One node:
+    exactly :func:`collective_time` on ``intra_link``.  ``rings`` may not exceed ``ranks_per_node`` (an HGX/DGX H100 node has one
     400 Gb/s NIC per GPU, eight per node: NVIDIA DGX H100 User Guide).
 
     Raises:

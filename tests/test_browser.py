@@ -58,8 +58,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = pathlib.Path(os.environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
 ARTIFACTS = ROOT / "artifacts"
 SHOTS = ARTIFACTS / "screenshots"
-#: a full-page screenshot of every page at every width (0.5–4 s each, about 2 minutes of a run):
-#: only when asked for, ``LDF_SCREENSHOTS=1`` (CONTRIBUTING.md: look at what you changed)
+#: full-page screenshots (every page at each width, the dark page; 0.5–4 CPU-s each): LDF_SCREENSHOTS=1
 FULL_PAGE_SHOTS = os.environ.get("LDF_SCREENSHOTS") == "1"
 NOT_PAGES = ("_vendor", "_static", "_sources", "_images")
 TIMEOUT_MS = 30_000
@@ -538,7 +537,7 @@ def _contrast(fg: str, bg: str) -> float:
 
 def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
     """In the dark theme, calculator text contrasts with its card (WCAG AA, 4.5:1), figures keep
-    an opaque background, math follows the text colour.  Screenshot: artifacts/screenshots/."""
+    an opaque background, math follows the text colour.  Screenshot: LDF_SCREENSHOTS=1."""
     calcs = _calculators()
     pages = sorted({rel for rel, _ in calcs.values()})[:1] or [p for p in site_pages() if p.startswith("notebooks/")][:1]
     if not pages:
@@ -563,8 +562,9 @@ def test_dark_mode_keeps_calculators_and_figures_readable(browser, server):
         assert all(bg not in ("rgba(0, 0, 0, 0)", "transparent") for bg in figs), figs
         math = page.eval_on_selector_all("mjx-container svg", "els => els.slice(0, 3).map(e => [getComputedStyle(e).color, getComputedStyle(document.body).color])")
         assert all(c == body for c, body in math), math
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / (pages[0].replace("/", "__") + ".dark.png")), full_page=True)
+        if FULL_PAGE_SHOTS:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / (pages[0].replace("/", "__") + ".dark.png")), full_page=True)
         assert not v.errors, v.errors
     finally:
         v.page.evaluate("() => localStorage.removeItem('mode')")

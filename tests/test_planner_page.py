@@ -501,9 +501,9 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
         # reads at a phone's width: the page itself never scrolls sideways
         overflow = page.evaluate("w => document.scrollingElement.scrollWidth - w", width)
         assert overflow <= 1, f"the page scrolls sideways by {overflow} px at {width} px"
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "screenshots").mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "screenshots" / f"planner.{edition}.{width}.png"), full_page=True)
+        if os.environ.get("LDF_SCREENSHOTS") == "1":   # full page: 1-3 CPU-s, on request as every page's
+            (ARTIFACTS / "screenshots").mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "screenshots" / f"planner.{edition}.{width}.png"), full_page=True)
         busy = _busy()
         FIGURES.append(f"{rel} at {width} px: {weight_mb:.2f} MB transferred (gzip), interactive {cold_s:.1f} s cold "
                        f"({cpu_s:.1f} CPU-s of the browser's processes), "

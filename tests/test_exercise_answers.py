@@ -6,9 +6,11 @@ import llm_dataflow as ldf
 
 def test_ch00_solutions():
     cfg = ldf.model_config("Llama-2-7B")
-    by = {r.item: r for r in ldf.request_ledger(cfg, 8192, 128)}
-    assert by["KV history read (all steps)"].total == 549_655_674_880
+    by = {r.item: r for r in ldf.request_ledger(cfg, 2048, 128)}
+    assert by["KV history read (all steps)"].total == 140_560_039_936 == \
+        sum((2048 + i - 1) * 524_288 for i in range(1, 128))
     assert by["weights (once per step)"].total == 1_678_266_318_848
+    assert cfg.max_position_embeddings == 4096     # why the exercise stops at 2048 tokens
     by512 = {r.item: r for r in ldf.request_ledger(cfg, 512, 128)}
     assert round(by512["KV history read (all steps)"].total / 1e9, 1) == 38.3
     c8 = ldf.model_config("Llama-3-8B")
@@ -42,6 +44,11 @@ def test_ch02_solutions():
     rates = [round(len(ldf.train_byte_bpe(vocab_size=v).encode(corpus).ids) / len(corpus.encode()), 3)
              for v in (300, 512, 1024)]
     assert rates == [0.650, 0.355, 0.202]
+    assert ldf.train_byte_bpe(vocab_size=1024).get_vocab_size() == 950   # no pair left to merge
+    # text that spells a special token becomes it, and decoding drops it (skip_special_tokens)
+    bpe = ldf.train_byte_bpe()
+    enc = bpe.encode("hi <|eot_id|> there")
+    assert "<|eot_id|>" in enc.tokens and "<|eot_id|>" not in bpe.decode(enc.ids)
     assert ldf.minilm_tokenizer().encode("self-evident").tokens == ["[CLS]", "self", "-", "evident", "[SEP]"]
     assert ldf.train_byte_bpe().encode("self-evident").tokens == ["se", "l", "f", "-", "e", "vid", "ent"]
     assert len(ldf.train_byte_bpe().encode("The KV cache grows with every token").ids) == 20
@@ -155,7 +162,20 @@ def test_ch00_prose_numbers():
     # solution 1: a third as much; 38.3 GB was about 2 % of the weight reads
     by = {r.item: r for r in rows}
     assert round(by["KV history read (all steps)"].total / by["weights (once per step)"].total, 3) == 0.023
-    assert round(549_655_674_880 / 1_678_266_318_848, 2) == 0.33
+    assert round(140_560_039_936 / 1_678_266_318_848, 3) == 0.084
+
+
+def test_ch00_ledger_calculator_lines():
+    """The calculator's lines the text reads: the exact on-chip → HBM bytes (518.91 MB, as the
+    ledger's table), weight reads per weights stored (dense 124.5 over 127 steps, Mixtral 34.7),
+    the share at one output token, and the context warning."""
+    s = ldf.ledger_summary("Llama-2-7B")
+    assert s["on-chip→HBM (GB)"] == 0.518914 and s["HBM→on-chip share"] == "99.2%"
+    assert s["decode weight reads ÷ weights stored"] == 124.5
+    assert ldf.ledger_summary("Mixtral-8x7B")["decode weight reads ÷ weights stored"] == 34.7
+    assert ldf.ledger_summary("Llama-2-7B", output_len=1)["HBM→on-chip share"] == "49.5%"
+    assert "4,096-token context" in ldf.ledger_summary("Llama-2-7B", 8192, 128)["one H100-SXM"]
+    assert "context" not in ldf.ledger_summary("Llama-2-7B", 2048, 1024)["one H100-SXM"]
 
 
 def test_ch01_prose_numbers():

@@ -259,9 +259,14 @@ def physical_ram_bytes() -> int | None:
 @no_overflow('prompt_len', 'output_len', 'batch')
 def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len: int = 128, batch: int = 1,
                    dtype: str = "bf16", hardware: str = "H100-SXM") -> dict:
-    """Calculator view of :func:`request_ledger` for a preset: GB per movement kind, the share
-    of all bytes that is HBM → on-chip traffic, and whether the request fits on one ``hardware``
-    GPU (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens).
+    """Calculator view of :func:`request_ledger` for a preset: GB per movement kind (to the byte's
+    millionth of a GB, so that the calculator shows what the ledger's table shows), the share of
+    all bytes that is HBM → on-chip traffic, the weight bytes the decode steps read as a multiple
+    of the weight bytes stored (``output_len − 1`` steps, each reading every weight but the
+    embedding table's unused rows, or for an MoE only the experts its tokens route to), and
+    whether the request fits on one ``hardware`` GPU
+    (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens), saying so
+    when those tokens exceed the model's ``max_position_embeddings`` (the bytes are still counted).
 
     Raises:
         ValueError: as :func:`request_ledger`, or an unknown preset or hardware.
@@ -271,9 +276,14 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
     cfg = model_config(model)
     rows = request_ledger(cfg, prompt_len, output_len, batch, dtype)
     tot = movement_totals(rows)
-    out = {f"{m} (GB)": round(v / GB, 3) for m, v in tot.items()}
+    out = {f"{m} (GB)": round(v / GB, 6) for m, v in tot.items()}
     out["HBM→on-chip share"] = f"{tot['HBM→on-chip'] / sum(tot.values()):.1%}"
-    out["decode weight reads / load"] = output_len - 1
-    out[f"one {hardware}"] = memory_fit(cfg, hardware, dtype, batch=batch, context=prompt_len + output_len,
-                                        prompt_len=prompt_len).reason
+    stored = next(r.bytes_each for r in rows if r.phase == "load")
+    step = next(r for r in rows if r.phase == "decode" and r.item.startswith("weights"))
+    out["decode weight reads ÷ weights stored"] = round(step.bytes_each * step.count / stored, 1)
+    fit = memory_fit(cfg, hardware, dtype, batch=batch, context=prompt_len + output_len, prompt_len=prompt_len)
+    out[f"one {hardware}"] = fit.reason
+    n_ctx = cfg.max_position_embeddings
+    if n_ctx and prompt_len + output_len > n_ctx:   # counted all the same, as request_ledger does
+        out[f"one {hardware}"] += f"; {prompt_len + output_len:,} tokens exceed {model}'s {n_ctx:,}-token context"
     return out

@@ -663,7 +663,7 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
 
     Returns:
         ``{"parameters", "weight bytes", "GB (1e9)", "GiB (2^30)", "bytes/parameter",
-        "share of <hw> memory", "one GPU, batch 1"}`` — the last is
+        "share of <hw> memory", "one GPU, batch 1, no KV"}`` — the last is
         :func:`~llm_dataflow.core.fit.memory_fit`'s verdict for one sequence at context 0.
 
     Raises:
@@ -681,7 +681,7 @@ def capacity(model: str, fmt: str = "bf16", hw: str = "H100-SXM") -> dict:
     return {"parameters": n, "weight bytes": nbytes, "GB (1e9)": round(nbytes / GB, 2),
             "GiB (2^30)": round(nbytes / GiB, 2), "bytes/parameter": round(nbytes / n, 4),
             f"share of {hw} memory": f"{nbytes / mem:.1%}",
-            "one GPU, batch 1": memory_fit(cfg, hw, plan).reason}
+            "one GPU, batch 1, no KV": memory_fit(cfg, hw, plan).reason}
 
 
 @dataclass

@@ -259,8 +259,8 @@ def physical_ram_bytes() -> int | None:
 @no_overflow('prompt_len', 'output_len', 'batch')
 def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len: int = 128, batch: int = 1,
                    dtype: str = "bf16", hardware: str = "H100-SXM") -> dict:
-    """Calculator view of :func:`request_ledger` for a preset: GB per movement kind (to the byte's
-    millionth of a GB, so that the calculator shows what the ledger's table shows), the share of
+    """Calculator view of :func:`request_ledger` for a preset: GB per movement kind (rounded to
+    1e-6 GB, 1 kB, so that the calculator shows what the ledger's table shows), the share of
     all bytes that is HBM → on-chip traffic, the weight bytes the decode steps read as a multiple
     of the weight bytes stored (``output_len − 1`` steps, each reading every weight but the
     embedding table's unused rows, or for an MoE only the experts its tokens route to), and

@@ -10,6 +10,7 @@ import json
 import pytest
 
 import llm_dataflow as ldf
+from llm_dataflow.core.accounting import tensor_bytes
 from llm_dataflow.core import plan as plan_mod
 from llm_dataflow.core.fit import memory_fit
 from llm_dataflow.core.serving import engine_memory
@@ -185,7 +186,14 @@ def test_plan_decode_bound_reads_the_state_split_tp_ways():
     r = plan_mod.plan_report(q, "H100-SXM", tp=4, batch=b, context=n, published=False)
     d = decode_step_bounds(q, hw, b, n, "bf16")
     kv_read_and_write = b * (n * Q_TOK + Q_STATE) + b * Q_TOK    # the state's rewrite is counted with the weights
-    w_gpu = (d.nbytes - kv_read_and_write) / 4                   # weights (+ state rewrite) split 4 ways
+    # the weights by each tensor's share (2 KV heads on 4 ranks: k/v projections halved, norms and
+    # the router whole, the rest a quarter), the state's rewrite a quarter
+    w_gpu = ldf.weight_bytes_read(q, "bf16", b, tp=4) + b * Q_STATE / 4
+    kv_proj = sum(tensor_bytes(t, "bf16", None) for t in ldf.tensor_specs(q) if t.name.endswith(("k_proj.weight", "v_proj.weight")))
+    whole = sum(tensor_bytes(t, "bf16", None) for t in ldf.tensor_specs(q) if t.role in ("norm", "router"))
+    assert kv_proj > 0 and whole > 0
+    assert w_gpu - b * Q_STATE / 4 == pytest.approx(ldf.weight_bytes_read(q, "bf16", b) / 4 + kv_proj / 4 + whole * 3 / 4,
+                                                    rel=1e-12)
     kv_gpu = b * (n + 1) * Q_TOK / 2 + b * Q_STATE / 4
     assert d.nbytes - kv_read_and_write - ldf.weight_bytes_read(q, "bf16", b) == b * Q_STATE
     assert r["decode_step_s"] == pytest.approx(max((w_gpu + kv_gpu) / hw.hbm_bandwidth, d.compute_s / 4), rel=1e-12)

@@ -214,7 +214,7 @@ collective_bytes_per_rank collective_steps collective_time p2p_time ring_hops tw
 model_config tensor_specs param_count
 kv_transfer_time kv_transfer_table
 input_vs_state embedding_calc
-check_parallel valid_tp_degrees memory_fit engine_memory non_torch_bytes check_quant_shards
+check_parallel valid_tp_degrees memory_fit tensor_shares engine_memory non_torch_bytes check_quant_shards
 quant_spec_from_config checkpoint_precision
 attention_hbm_accesses
 precision_plan

@@ -7,6 +7,7 @@ import pytest
 
 import llm_dataflow as ldf
 from llm_dataflow.core import coverage
+from llm_dataflow.core.accounting import tensor_bytes
 from llm_dataflow.core.plan import main, plan_report, published_range
 
 #: (model, GPU) -> (blended, attention and dense part, routed experts): BF16, context 0.
@@ -121,13 +122,14 @@ def test_covering_rule():
 
 def test_plan_deepseek_v3_h200_tp8_fp8():
     r = plan_report("DeepSeek-V3", "H200", tp=8, weights="fp8")
-    assert round(r["decode_tokens_per_s"], 1) == 1019.4
+    # MLA's down-projections and the routers whole on every GPU (parallel.tensor_shares), the rest 1/8
+    assert round(r["decode_tokens_per_s"], 1) == 841.4
     assert (r["critical_batch"], r["critical_batch_dense_part"], r["critical_batch_routed_experts"]) == (3675, 207, 6598)
     assert r["published_rows"] == list(SGLANG)
     lo, hi = r["published_tokens_per_s"]
     elo, ehi = r["published_efficiency"]
     assert (round(lo, 1), round(hi, 1)) == (30.3, 112.6)
-    assert (round(100 * elo, 1), round(100 * ehi, 1)) == (3.0, 11.0)
+    assert (round(100 * elo, 1), round(100 * ehi, 1)) == (3.6, 13.4)
     # each row's efficiency is its tokens/s over plan's own bound for the row's setting
     own = plan_report("DeepSeek-V3", "H200", tp=8, context=51, prompt=0, weights="fp8", published=False)
     assert ehi == pytest.approx(112.51 / own["decode_tokens_per_s"])
@@ -136,6 +138,7 @@ def test_plan_deepseek_v3_h200_tp8_fp8():
 
 def test_plan_says_when_no_row_covers():
     r = plan_report("Qwen3-30B-A3B", "H100-SXM", tp=2, weights="bf16")
+    assert round(r["decode_tokens_per_s"], 1) == 1096.7      # appendix 09 prints it
     assert r["published_rows"] == [] and r["published_tokens_per_s"] is None
     assert r["published_note"].startswith("no published row covers an MoE with Qwen3-30B-A3B's shapes under TP on "
                                           "Hopper, bf16 weights, batch 1")
@@ -147,8 +150,8 @@ def test_plan_says_when_no_row_covers():
 def test_plan_command_prints_the_range(capsys):
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8"]) == 0
     out = capsys.readouterr().out
-    assert "≤ 1,019.4 tokens/s" in out
-    assert "published range          30.3–112.6 tokens/s: the bound × 3.0–11.0 % efficiency" in out
+    assert "≤ 841.4 tokens/s" in out
+    assert "published range          30.3–112.6 tokens/s: the bound × 3.6–13.4 % efficiency" in out
     assert "  routed experts         6,598 sequences" in out and "  attention, dense       207 sequences" in out
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8", "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
@@ -159,8 +162,21 @@ def test_appendix_moe_under_tp_numbers():
     """The numbers appendix 09 (section 7, planning section, summary) states for MoE under TP."""
     r = plan_report("DeepSeek-V3", "H200", tp=8, weights="fp8")
     cfg, h200 = ldf.model_config("DeepSeek-V3"), ldf.hardware("H200")
-    assert round(r["decode_tokens_per_s"]) == 1019 and r["binds"] == "memory"
-    assert round(r["decode_step_s"] * h200.hbm_bandwidth / 1e9, 1) == 4.7        # GB read per GPU per step
+    # the figure's bound: the eight GPUs summed, every weight split eight ways
+    summed = ldf.decode_step_bounds(cfg, ldf.aggregate_hardware("H200", 8), 1, 0, "fp8")
+    assert round(1 / summed.time_s) == 1019 and summed.bound == "memory"
+    assert round(summed.nbytes / 8 / 1e9, 1) == 4.7                              # GB per GPU per step
+    # what SGLang and vLLM keep whole on every GPU (MLA's q_a/kv_a projections, routers, norms)
+    fp8 = ldf.precision_plan("fp8")
+    whole = sum(tensor_bytes(t, fp8.weights, fp8.quant) for t in ldf.tensor_specs(cfg)
+                if t.role in ("norm", "router") or "a_proj" in t.name or (t.role == "bias" and t.shape[0] == cfg.d_model))
+    assert round(whole * 7 / 8 / 1e9, 1) == 1.0                                   # GB more per GPU
+    per_gpu = ldf.weight_bytes_read(cfg, "fp8", 1, tp=8)
+    assert per_gpu == pytest.approx(ldf.weight_bytes_read(cfg, "fp8", 1) / 8 + whole * 7 / 8, rel=1e-12)
+    # plan counts them whole: 5.7 GB per GPU per step, <= 841 tokens/s, the reports at 3.6 and 13.4 %
+    assert round(r["decode_step_s"] * h200.hbm_bandwidth / 1e9, 1) == 5.7 and r["binds"] == "memory"
+    assert round(r["decode_tokens_per_s"]) == 841
+    assert [round(100 * e, 1) for e in r["published_efficiency"]] == [3.6, 13.4]
     assert (cfg.n_layers, sum(map(cfg.is_moe_layer, range(cfg.n_layers)))) == (61, 58)
     assert (cfg.n_routed_experts, cfg.n_experts_per_token, cfg.n_shared_experts) == (256, 8, 1)
     e = [ROWS[i].efficiency for i in SGLANG]
@@ -170,7 +186,7 @@ def test_appendix_moe_under_tp_numbers():
                                        "gptfast-llama31-70b-tp8")]
     lo, hi = round(100 * min(tp)), round(100 * max(tp))
     assert (lo, hi) == (27, 72)
-    assert (round(r["decode_tokens_per_s"] * lo / 100), round(r["decode_tokens_per_s"] * hi / 100)) == (275, 734)
+    assert (round(lo / 100 / summed.time_s), round(hi / 100 / summed.time_s)) == (275, 734)
     assert ldf.COVERS.startswith("a published decode row with its batch covers")
 
 
@@ -188,3 +204,29 @@ def test_a_preset_names_no_checkpoint_format(capsys):
     assert "precision                weights fp8 (set by --weights; a preset names no format)" in out
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--ep", "8"]) == 0
     assert "precision                weights bf16 (a preset names no format; --weights sets one)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model", ["Llama-2-7B", "Llama-3-8B", "Mixtral-8x7B", "DeepSeek-V3", "Qwen3-30B-A3B"])
+def test_one_gpus_weight_reads_follow_the_memory_fits_split(model):
+    """One GPU's weight reads (``weight_bytes_read`` with ``tp``/``ep``): at tp = ep = 1 the
+    whole model's; under TP and EP the split of ``memory_fit`` (the same ``tensor_shares``): a read
+    of everything (more tokens than the table has rows, every expert hit) is what one GPU holds."""
+    cfg = ldf.model_config(model)
+    for n in (1, 7, 4096):
+        assert ldf.weight_bytes_read(cfg, "bf16", n, tp=1, ep=1) == ldf.weight_bytes_read(cfg, "bf16", n)
+    tp = 2 if cfg.n_kv_heads % 2 == 0 else 1
+    every = 10**9      # every row gathered, every expert hit
+    assert ldf.weight_bytes_read(cfg, "bf16", every, tp=tp) == pytest.approx(ldf.memory_fit(cfg, "H200", tp=tp).weights,
+                                                                            rel=1e-9)
+    if cfg.n_routed_experts:
+        ep = 8 if cfg.n_routed_experts % 8 == 0 else 2
+        assert ldf.weight_bytes_read(cfg, "bf16", every, ep=ep) == pytest.approx(ldf.memory_fit(cfg, "H200", ep=ep).weights,
+                                                                                rel=1e-9)
+    shares = ldf.tensor_shares(cfg, tp)
+    assert len(shares) == len(ldf.tensor_specs(cfg)) and set(ldf.tensor_shares(cfg)) == {1.0}
+    with pytest.raises(ValueError, match="tp"):
+        ldf.weight_bytes_read(cfg, "bf16", 1, tp=0)
+    with pytest.raises(ValueError, match="tp"):
+        ldf.tensor_shares(cfg, tp=0)
+    with pytest.raises(ValueError, match="tp=2"):
+        ldf.weight_bytes_read(7_000_000_000, "bf16", 1, tp=2)

@@ -33,6 +33,7 @@ import math
 from .config import MAX_EXPERTS, ModelConfig, as_model_config, as_model_or_count, tensor_specs
 from .formats import KV_DTYPES, PrecisionPlan, QuantSpec, as_precision_plan
 from .kv import kv_cache_bytes, kv_layer_bytes_per_token, kv_token_bytes, state_bytes_per_sequence, state_dtype_for
+from .parallel import tensor_shares
 from .units import check_dtype, dtype_bits, dtype_bytes, no_overflow, require_nonnegative, require_positive
 
 __all__ = [
@@ -159,12 +160,16 @@ def expected_experts_hit(n_experts: int, k: int, n_tokens: int) -> float:
 
 
 @functools.lru_cache(maxsize=1024)
-def _weight_parts(cfg: ModelConfig, p: PrecisionPlan) -> tuple:
+def _weight_parts(cfg: ModelConfig, p: PrecisionPlan, tp: int = 1, ep: int = 1) -> tuple:
     """(bytes of every tensor except gathered tables and routed experts, [(rows, bytes) of each
-    gathered table], bytes of one routed expert summed over the MoE layers)."""
+    gathered table], bytes of one routed expert summed over the MoE layers), on one GPU of a
+    ``tp × ep`` layout: each tensor times its :func:`~llm_dataflow.core.parallel.tensor_shares`
+    share (all 1 at tp = ep = 1)."""
     other, experts, tables = 0, 0, []
-    for t in tensor_specs(cfg):
+    for t, share in zip(tensor_specs(cfg), tensor_shares(cfg, tp, ep)):
         b = tensor_bytes(t, p.weights, p.quant)
+        if share != 1:
+            b *= share                           # (whole tensors keep exact integer counts)
         if t.expert is not None:   # a routed expert's weights and biases
             experts += b if t.expert == 0 else 0
         elif (t.role == "embedding" and not cfg.tie_embeddings) or t.role == "position_embedding":
@@ -176,9 +181,10 @@ def _weight_parts(cfg: ModelConfig, p: PrecisionPlan) -> tuple:
 
 @no_overflow('n_tokens')
 def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | None = None, *,
-                      embedding: str = "rows") -> float:
+                      embedding: str = "rows", tp: int = 1, ep: int = 1) -> float:
     """Bytes of weights one forward pass over ``n_tokens`` tokens must read from memory (B),
-    each weight read once however many tokens use it.
+    each weight read once however many tokens use it; with ``tp``/``ep`` > 1, what one GPU of
+    that layout reads.
 
     * dense weights: all of them, as stored (:func:`weight_bytes`'s per-tensor bytes, scales
       and zero points included);
@@ -189,13 +195,23 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
       strict minimum; ``embedding="table"`` counts the whole table (gpt-fast's "model bytes"
       convention).  A tied table is read whole anyway, as the ``lm_head``.
 
+    * one GPU of a ``tp``-way tensor-parallel, ``ep``-way expert-parallel layout: each tensor
+      times its share (:func:`~llm_dataflow.core.parallel.tensor_shares`, the memory fit's split:
+      norms, routers, MLA's down-projections and KV heads beyond ``n_kv_heads`` whole on every
+      GPU, the rest ``1/tp``).  Under ``ep > 1`` (``ep = tp × dp``) ``n_tokens`` are one attention
+      group's, and the ``E/ep`` experts on a GPU are hit by the tokens of all ``dp`` groups:
+      ``expected_experts_hit(E, k, n_tokens · dp) / ep`` whole experts.  DeepSeek-V3 in FP8 at
+      ``tp = 8``, one token: 5.70 GB per GPU, against 4.71 GB for an eighth of everything.
+
     ``cfg`` may be a bare parameter count ``N``: ``N · bytes`` per element of the format (no
-    tensor list, so no scales and nothing kept in high precision).
+    tensor list, so no scales and nothing kept in high precision; ``tp`` and ``ep`` must be 1).
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
             (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``n_tokens`` < 1, unknown dtype/format or
-            ``embedding``, a group size that does not divide.
+            ``embedding``, a group size that does not divide, a layout
+            :func:`~llm_dataflow.core.parallel.check_parallel` rejects (or ``tp``/``ep`` > 1 with a
+            bare count).
             Counts (``n_tokens``) so large that a result overflows a float: a
             ValueError naming them.
     """
@@ -209,14 +225,19 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
     if quant is not None:
         p = PrecisionPlan(p.weights, quant, p.kv, p.activations, p.compute)
     if not isinstance(cfg, ModelConfig):
+        if (tp, ep) != (1, 1):
+            raise ValueError(f"tp={tp!r}, ep={ep!r} are not allowed with a bare parameter count; "
+                             "allowed: tp = ep = 1 (give a model to split)")
         # no tensor list: every parameter at the format's element width, no scales
         return cfg * dtype_bits(p.weights if p.quant is None else p.quant.weight_dtype) / 8
-    other, tables, expert = _weight_parts(cfg, p)
+    tensor_shares(cfg, tp, ep)                   # checks the layout
+    other, tables, expert = _weight_parts(cfg, p, tp, ep)
     total = float(other)
     for rows, b in tables:
         total += b if embedding == "table" else b * min(n_tokens, rows) / rows
     if expert:
-        total += expert * expected_experts_hit(cfg.n_routed_experts, cfg.n_experts_per_token, n_tokens)
+        dp = ep // tp if ep > 1 else 1
+        total += expert * expected_experts_hit(cfg.n_routed_experts, cfg.n_experts_per_token, n_tokens * dp)
     return total
 
 

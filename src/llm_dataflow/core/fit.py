@@ -13,7 +13,7 @@ from .config import ModelConfig, as_model_config, tensor_specs
 from .formats import PrecisionPlan, as_precision_plan
 from .hardware import HardwareSpec, hardware
 from .kv import kv_token_bytes, state_bytes_per_sequence, state_dtype_for
-from .parallel import check_parallel, check_quant_shards, kv_heads_per_rank, layer_partition
+from .parallel import check_parallel, check_quant_shards, kv_heads_per_rank, layer_partition, tensor_shares
 from .units import GB, no_overflow, require_nonnegative, require_positive
 
 __all__ = ["MemoryFit", "memory_fit", "RUNTIME_RESERVE_FRACTION",
@@ -48,23 +48,14 @@ def _stage_weights(cfg: ModelConfig, p: PrecisionPlan, tp: int, pp: int, ep: int
     for s, (lo, hi) in enumerate(stages):
         for i in range(lo, hi):
             stage_of[i] = s
-    kv_rep = kv_heads_per_rank(cfg, tp) * cfg.n_kv_heads if not cfg.is_mla else None
-    for t in tensor_specs(cfg):
+    # each tensor's share on one GPU (tensor_shares: replicated norms, routers, MLA down-projections
+    # and surplus KV heads whole, E/ep whole experts under EP, the rest 1/tp)
+    for t, share in zip(tensor_specs(cfg), tensor_shares(cfg, tp, ep)):
         b = tensor_bytes(t, p.weights, p.quant)
         if t.layer is None:                      # embedding on the first stage, head/final norm on the last
             s = 0 if t.role in ("embedding", "position_embedding") else pp - 1
         else:
             s = stage_of[t.layer]
-        if t.role in ("norm", "router") or (t.role == "bias" and t.shape[0] == cfg.d_model):
-            share = 1.0                          # replicated
-        elif kv_rep is not None and any(k in t.name for k in ("k_proj", "v_proj")):
-            share = kv_rep / cfg.n_kv_heads      # whole (possibly replicated) KV heads
-        elif cfg.is_mla and ("kv_a_proj" in t.name or "q_a_proj" in t.name):
-            share = 1.0                          # vLLM's fused_qkv_a_proj: disable_tp=True
-        elif t.role == "expert" and ep > 1:
-            share = 1.0 / ep                     # E/ep whole experts per rank
-        else:
-            share = 1.0 / tp                     # column/row-parallel, vocab-parallel tables
         per[s] += b * share
         if cfg.tie_embeddings and t.role == "embedding" and pp > 1:
             per[pp - 1] += b * share             # a tied head is a copy on the last stage

@@ -6,17 +6,18 @@ Shapes use ``book/notation.md``'s letters (N ranks, S stages, M micro-batches); 
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from .collectives import collective_bytes_per_rank
-from .config import MAX_LAYERS, ModelConfig, as_model_config
+from .config import MAX_LAYERS, ModelConfig, as_model_config, tensor_specs
 from .formats import QuantSpec, as_precision_plan
 from .units import dtype_bytes, no_overflow, require_nonnegative, require_positive
 
 __all__ = [
     "check_parallel", "check_quant_shards", "valid_tp_degrees", "check_tp_degree", "check_ep_degree", "layer_partition", "pipeline_schedule", "pipeline_bubble_fraction",
     "MAX_PIPELINE_EVENTS", "tp_bytes_per_token_per_layer", "ep_bytes_per_token",
-    "ring_attention_bytes_per_rank",
+    "ring_attention_bytes_per_rank", "tensor_shares",
 ]
 # also public, for fit, plan and the parallel runs (not re-exported by ``ldf``): check_degree,
 # kv_heads_per_rank
@@ -187,6 +188,50 @@ def kv_heads_per_rank(cfg: ModelConfig, tp: int) -> float:
     if cfg.is_mla:
         return 1.0
     return max(cfg.n_kv_heads // tp, 1) / cfg.n_kv_heads
+
+
+@functools.lru_cache(maxsize=256)
+def _shares(cfg: ModelConfig, tp: int, ep: int) -> tuple:
+    kv = kv_heads_per_rank(cfg, tp)
+    out = []
+    for t in tensor_specs(cfg):
+        if t.role in ("norm", "router") or (t.role == "bias" and t.shape[0] == cfg.d_model):
+            out.append(1.0)                      # replicated
+        elif not cfg.is_mla and any(k in t.name for k in ("k_proj", "v_proj")):
+            out.append(kv)                       # whole (possibly replicated) KV heads
+        elif cfg.is_mla and ("kv_a_proj" in t.name or "q_a_proj" in t.name):
+            out.append(1.0)                      # vLLM's fused_qkv_a_proj: disable_tp=True
+        elif t.role == "expert" and ep > 1:
+            out.append(1.0 / ep)                 # E/ep whole experts per GPU
+        else:
+            out.append(1.0 / tp)                 # column/row-parallel, vocab-parallel tables
+    return tuple(out)
+
+
+def tensor_shares(cfg, tp: int = 1, ep: int = 1) -> tuple[float, ...]:
+    """The share of each tensor of :func:`~llm_dataflow.core.config.tensor_specs` (same order)
+    that one GPU of a ``tp``-way tensor-parallel, ``ep``-way expert-parallel layout holds, and so
+    reads in each forward pass: 1 for a replicated tensor, ``1/tp`` for a split one.
+
+    * norms, routers and ``d_model``-wide biases: replicated (1);
+    * GQA/MHA ``k_proj``/``v_proj``: whole KV heads, replicated when ``tp > n_kv_heads``
+      (:func:`kv_heads_per_rank`);
+    * MLA's ``q_a_proj`` and ``kv_a_proj_with_mqa``: replicated (1) — vLLM's
+      ``fused_qkv_a_proj`` is a ``MergedColumnParallelLinear`` with ``disable_tp=True``
+      (``vllm/model_executor/models/deepseek_v2.py``), SGLang's a ``ReplicatedLinear``;
+    * routed experts under ``ep > 1``: ``1/ep`` (``E/ep`` whole experts per GPU);
+    * everything else (column/row-parallel projections, experts sliced under TP, vocab-parallel
+      embedding and LM head): ``1/tp``.
+
+    The memory fit (:func:`~llm_dataflow.core.fit.memory_fit`) and the weight reads of one GPU
+    (:func:`~llm_dataflow.core.accounting.weight_bytes_read` with ``tp``/``ep``) both use it.
+
+    Raises:
+        ValueError: unknown model, a layout :func:`check_parallel` rejects.
+    """
+    cfg = as_model_config(cfg)
+    check_parallel(cfg, tp=tp, ep=ep)
+    return _shares(cfg, tp, ep)
 
 
 def check_degree(cfg: ModelConfig, field: str, value, degree: str) -> None:

@@ -21,8 +21,8 @@ import math
 import os
 import sys
 
-from .accounting import expected_experts_hit, kv_bytes, tensor_bytes, weight_bytes
-from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count, tensor_specs
+from .accounting import kv_bytes, weight_bytes, weight_bytes_read
+from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count
 from .fit import memory_fit
 from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
 from .hardware import DEPLOYMENT_HARDWARE, HARDWARE, REFERENCE_HARDWARE, HardwareSpec, custom_hardware
@@ -125,14 +125,16 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     ``max_concurrency`` at ``context``; ``fits``, ``fit``, ``kv_room_tokens`` (the engine's whole KV
     room, blocks of 16 tokens) and ``reserve_bytes_per_gpu`` (the ``1 − fraction`` share) follow
     it), ``decode_step_s`` (lower
-    bound on one GPU's share — the whole step at tp = 1), ``binds``, ``decode_tokens_per_s``,
+    bound on one GPU's share — the whole step at tp = 1: its weight reads are
+    :func:`~llm_dataflow.core.accounting.weight_bytes_read` with ``tp``/``ep``, replicated tensors such as MLA's
+    down-projections and the routers whole, the rest ``1/tp``; its compute ``1/tp`` of the step's), ``binds``, ``decode_tokens_per_s``,
     ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens; ``None`` at prompt 0),
     ``critical_batch`` (of the whole model on one GPU, tp = 1; ``None`` when never compute-bound:
     under TP the replicated KV or MLA latent lowers each rank's intensity), ``tp_bytes_per_token`` (bytes handed to
     all-reduce per token over all layers; 0 at tp = 1), ``ep_bytes_per_token`` (all-to-all
     dispatch + combine bytes per token over all MoE layers, uniform routing,
     :func:`~llm_dataflow.core.parallel.ep_bytes_per_token`; 0 at ep = 1).  Under EP the decode
-    bound is one GPU's share: the non-expert weights ``/tp``, the experts the ``batch × dp``
+    bound is one GPU's share: the non-expert weights by their share, the experts the ``batch × dp``
     tokens hit ``/ep`` (balanced placement), its KV; ``decode_tokens_per_s`` counts all
     ``batch × dp`` sequences.
     The critical batch per kernel
@@ -184,16 +186,14 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     state_read = batch * state_bytes_per_sequence(cfg, state_dtype_for(plan.kv_dtype)) if context else 0
     kv_gpu = ((kv_bytes(cfg, context, batch, plan) - state_read + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
               + state_read / tp)
-    w_gpu = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype))
+    # one GPU's weight reads: each tensor's share (parallel.tensor_shares, the memory fit's split):
+    # replicated norms, routers, MLA down-projections and surplus KV heads whole, the rest 1/tp;
+    # under EP the experts whole on ep GPUs, hit by the tokens of all dp attention groups. What
+    # else the step writes (a hybrid's state rewrite) is split 1/tp.
+    w_all = weight_bytes_read(cfg, plan, batch)
+    rest = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) - w_all
+    w_gpu = weight_bytes_read(cfg, plan, batch, tp=tp, ep=ep) + rest / tp
     dp = ep // tp if ep > 1 else 1
-    if ep > 1:   # experts whole on ep GPUs, hit by the tokens of all dp attention groups
-        one = sum(tensor_bytes(t, plan.weights, plan.quant) for t in tensor_specs(cfg)
-                  if t.role == "expert" and t.expert == 0)
-        k, E = cfg.n_experts_per_token, cfg.n_routed_experts
-        w_exp = one * expected_experts_hit(E, k, batch)
-        w_gpu = (w_gpu - w_exp) / tp + one * expected_experts_hit(E, k, batch * dp) / ep
-    else:
-        w_gpu = w_gpu / tp
     mem_s = (w_gpu + kv_gpu) / hw.hbm_bandwidth
     comp_s = d.compute_s / tp
     step = d.time_s if tp == 1 and ep == 1 else max(mem_s, comp_s)

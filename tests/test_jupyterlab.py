@@ -272,7 +272,7 @@ class LabTab:
         """Open notebook ``name`` (read from disk) as the only document; wait until its kernel
         is idle and every markdown cell is rendered by jupyterlab-myst. ``reload``: load the
         application afresh first, as a reader coming back the next day does. ``settle``: wait
-        1.5 s more for late metadata writes (a test of the modified mark needs them landed)."""
+        for the late metadata writes (``_settled``; a test of the modified mark needs them landed)."""
         if (reload or self.page is None or self.page.is_closed()
                 or not self.page.evaluate("() => !!window.jupyterapp")):
             self._load()
@@ -289,7 +289,7 @@ class LabTab:
             return md > 0 && document.querySelectorAll('.jp-MarkdownCell .myst').length >= md; }""",
             timeout=60_000)
         if settle:
-            page.wait_for_timeout(1500)    # late metadata writes (kernel info, widget restore) land here
+            _settled(page)
         return page
 
     def close_all(self) -> None:
@@ -311,8 +311,24 @@ class LabTab:
             self.page.close()
 
 
+def _settled(page) -> None:
+    """What JupyterLab writes into a notebook it has just opened has landed: the session is ready
+    and the kernel's info is in (it sets the kernelspec and language_info metadata), and 0.25 s
+    more for the handlers that info runs. (A fixed 1.5 s before; this waits on the condition.)"""
+    page.evaluate("""async () => {
+        const panel = window.jupyterapp.shell.currentWidget;
+        if (panel && panel.sessionContext) {
+            await panel.sessionContext.ready;
+            const k = panel.sessionContext.session && panel.sessionContext.session.kernel;
+            if (k) { await k.info; }
+        }
+        await new Promise(r => setTimeout(r, 250));
+        return true; }""")
+
+
 def _wait_idle(page, timeout_s: float) -> None:
-    """Kernel idle, no cell queued or running, for one second in a row."""
+    """Kernel idle, no cell queued or running, for half a second in a row (queued cells show
+    ``[*]``, so a run in progress is never idle between its cells)."""
     page.evaluate("() => { window.__ldfIdleSince = 0; }")
     page.wait_for_function("""() => {
         const st = document.querySelector('.jp-Notebook-ExecutionIndicator');
@@ -321,7 +337,7 @@ def _wait_idle(page, timeout_s: float) -> None:
         const idle = st && st.getAttribute('data-status') === 'idle' && !busy;
         if (!idle) { window.__ldfIdleSince = 0; return false; }
         window.__ldfIdleSince = window.__ldfIdleSince || Date.now();
-        return Date.now() - window.__ldfIdleSince > 1000;
+        return Date.now() - window.__ldfIdleSince > 500;
     }""", timeout=timeout_s * 1000, polling=250)
 
 
@@ -441,11 +457,14 @@ def _move(page, box) -> str:
         initial = readout.inner_text()
         handle.scroll_into_view_if_needed()
         handle.focus()
-        page.keyboard.press("End")          # the largest value, or the smallest if it starts there
-        page.wait_for_timeout(300)
-        if readout.inner_text() == initial:
-            page.keyboard.press("Home")
-            page.wait_for_timeout(300)
+        shown = readout.element_handle()
+        for key in ("End", "Home"):         # the largest value, or the smallest if it starts there
+            page.keyboard.press(key)
+            try:
+                page.wait_for_function("([el, t]) => el.innerText !== t", arg=[shown, initial], timeout=2_000)
+                break
+            except Exception:
+                continue
         assert readout.inner_text() != initial, "the slider did not move"
         return readout.inner_text()
     select = box.locator(".widget-dropdown select").first
@@ -585,7 +604,7 @@ def test_chapter_reopened_next_day(lab, tab, name):
     run, n_calc, moved, table_after = first["run"], first["n_calc"], first["moved"], first["table_after"]
     laps = _Laps(name)
     # loaded after the save; a chapter with a calculator waits for its widgets to render instead
-    # of a fixed 1.5 s
+    # of settling
     page = tab.open(name, reload=tab.loads <= first["load"], settle=not n_calc)
     laps("reopen")
     try:

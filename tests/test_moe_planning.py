@@ -232,3 +232,60 @@ def test_one_gpus_weight_reads_follow_the_memory_fits_split(model):
         ldf.tensor_shares(cfg, tp=0)
     with pytest.raises(ValueError, match="tp=2"):
         ldf.weight_bytes_read(7_000_000_000, "bf16", 1, tp=2)
+
+
+@pytest.mark.parametrize("model", ["Llama-2-7B", "Mixtral-8x7B", "DeepSeek-V3", "Qwen3-30B-A3B"])
+def test_one_gpus_flops_and_bytes_follow_the_same_split(model):
+    """One GPU's FLOPs (``matmul_params``, ``decode_step_flops``, ``prefill_flops`` with
+    ``tp``/``ep``) multiply the weights it holds: replicated ones whole, the rest ``1/tp``,
+    attention ``1/tp``; at tp = ep = 1 the whole model's, exactly."""
+    cfg = ldf.model_config(model)
+    whole = ldf.matmul_params(cfg)
+    assert ldf.matmul_params(cfg, tp=1, ep=1) == whole and isinstance(whole, int)
+    assert ldf.decode_step_flops(cfg, 4, 100, tp=1, ep=1) == ldf.decode_step_flops(cfg, 4, 100)
+    assert ldf.prefill_flops(cfg, 300, 2, tp=1, ep=1) == ldf.prefill_flops(cfg, 300, 2)
+    # the weights one GPU multiplies in full, summed by tensor name (independent of tensor_shares)
+    tp = 8 if cfg.n_heads % 8 == 0 and cfg.n_kv_heads % 8 == 0 and model != "Qwen3-30B-A3B" else 2
+    specs = ldf.tensor_specs(cfg)
+    kept = sum(t.numel for t in specs if t.in_features is not None
+               and (t.role == "router" or (cfg.is_mla and "a_proj" in t.name)))
+    assert ldf.matmul_params(cfg, tp=tp) == pytest.approx((whole - kept) / tp + kept, rel=1e-12)
+    attn = ldf.attention_flops_per_token(cfg, 101)
+    assert ldf.decode_step_flops(cfg, 4, 100, tp=tp) == pytest.approx(
+        4 * (2 * ((whole - kept) / tp + kept) + attn / tp), rel=1e-12)
+    assert ldf.prefill_flops(cfg, 300, 2, tp=tp) == pytest.approx(
+        (ldf.prefill_flops(cfg, 300, 2) - 2 * 300 * 2 * kept) / tp + 2 * 300 * 2 * kept, rel=1e-12)
+    if cfg.n_routed_experts:
+        # under EP a GPU's E/ep experts serve all dp = ep/tp groups: k/tp of an expert per token
+        ep = 8 if cfg.n_routed_experts % 8 == 0 else 2
+        assert ldf.matmul_params(cfg, ep=ep) == pytest.approx(whole, rel=1e-12)     # tp 1: attention whole
+    # the bytes: at tp = ep = 1 the whole step's; under TP the shares plan's bound reads
+    assert ldf.decode_step_bytes(cfg, 4, 100, "bf16", tp=1, ep=1) == ldf.decode_step_bytes(cfg, 4, 100, "bf16")
+    assert ldf.prefill_bytes(cfg, 300, 2, "bf16", tp=1, ep=1) == ldf.prefill_bytes(cfg, 300, 2, "bf16")
+    kv = ldf.kv_bytes(cfg, 100, 4) + 4 * ldf.kv_bytes_per_token(cfg)
+    share = 1 if cfg.is_mla else max(cfg.n_kv_heads // tp, 1) / cfg.n_kv_heads
+    assert ldf.decode_step_bytes(cfg, 4, 100, "bf16", tp=tp) == pytest.approx(
+        ldf.weight_bytes_read(cfg, "bf16", 4, tp=tp) + kv * share, rel=1e-12)
+    with pytest.raises(ValueError, match="tp"):
+        ldf.matmul_params(cfg, tp=0)
+    with pytest.raises(ValueError, match="tp=2"):
+        ldf.prefill_flops(7_000_000_000, 10, tp=2)
+    with pytest.raises(ValueError, match="tp=2"):
+        ldf.decode_step_flops(7_000_000_000, 1, tp=2)
+
+
+def test_plan_prefill_under_tp_is_one_gpus_share():
+    """plan's prefill bound under TP: one GPU's FLOPs, MLA's down-projections and the routers whole
+    (it was the whole prefill / tp: 23.82 ms for DeepSeek-V3 FP8 on 8 × H200, 4,096 tokens)."""
+    r = plan_report("DeepSeek-V3", "H200", tp=8, weights="fp8", context=4096)
+    one = ldf.prefill_bounds("DeepSeek-V3", "H200", 4096, 1, "fp8")
+    assert round(one.time_s / 8 * 1e3, 2) == 23.82
+    assert round(r["prefill_s"] * 1e3, 2) == 27.94 and r["prefill_binds"] == "compute"
+    assert r["prefill_s"] == ldf.prefill_bounds("DeepSeek-V3", "H200", 4096, 1, "fp8", tp=8).time_s
+    # a dense model whose KV heads split evenly: the whole / tp, to rounding
+    d = plan_report("Llama-3.1-70B", "H100-SXM", tp=8, context=8192)
+    assert d["prefill_s"] == pytest.approx(ldf.prefill_bounds("Llama-3.1-70B", "H100-SXM", 8192).time_s / 8, rel=1e-9)
+    # decode at batch 256: compute 3.73 ms per step per GPU, not 3.47 (an eighth of the step's)
+    big = ldf.decode_step_bounds("DeepSeek-V3", "H200", 256, 4096, "fp8", tp=8)
+    assert (round(big.compute_s * 1e3, 2), round(ldf.decode_step_bounds("DeepSeek-V3", "H200", 256, 4096, "fp8")
+                                                  .compute_s / 8 * 1e3, 2)) == (3.73, 3.47)

@@ -33,7 +33,7 @@ import math
 from .config import MAX_EXPERTS, ModelConfig, as_model_config, as_model_or_count, tensor_specs
 from .formats import KV_DTYPES, PrecisionPlan, QuantSpec, as_precision_plan
 from .kv import kv_cache_bytes, kv_layer_bytes_per_token, kv_token_bytes, state_bytes_per_sequence, state_dtype_for
-from .parallel import tensor_shares
+from .parallel import kv_heads_per_rank, tensor_shares
 from .units import check_dtype, dtype_bits, dtype_bytes, no_overflow, require_nonnegative, require_positive
 
 __all__ = [
@@ -225,9 +225,7 @@ def weight_bytes_read(cfg, dtype="bf16", n_tokens: int = 1, quant: QuantSpec | N
     if quant is not None:
         p = PrecisionPlan(p.weights, quant, p.kv, p.activations, p.compute)
     if not isinstance(cfg, ModelConfig):
-        if (tp, ep) != (1, 1):
-            raise ValueError(f"tp={tp!r}, ep={ep!r} are not allowed with a bare parameter count; "
-                             "allowed: tp = ep = 1 (give a model to split)")
+        _whole_only(tp, ep)
         # no tensor list: every parameter at the format's element width, no scales
         return cfg * dtype_bits(p.weights if p.quant is None else p.quant.weight_dtype) / 8
     tensor_shares(cfg, tp, ep)                   # checks the layout
@@ -345,7 +343,7 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
 # =============================================================================================
 # FLOPs and the bytes of one step
 # =============================================================================================
-def matmul_params(cfg, *, active: bool = True) -> int:
+def matmul_params(cfg, *, active: bool = True, tp: int = 1, ep: int = 1) -> int | float:
     """Weights that take part in a matrix multiply for one token (multiply–adds per token).
 
     Counts every linear weight of :func:`~llm_dataflow.core.config.tensor_specs` (attention, MLP,
@@ -354,37 +352,57 @@ def matmul_params(cfg, *, active: bool = True) -> int:
     ``active=True`` an MoE counts only the ``n_experts_per_token`` routed experts a token uses.
     ``cfg`` may also be a bare parameter count: then every parameter is a matmul weight.
 
+    With ``tp``/``ep`` > 1: what one GPU of that layout multiplies per token of its attention
+    group — each weight times its :func:`~llm_dataflow.core.parallel.tensor_shares` share, so a
+    replicated weight (a router, MLA's down-projections, surplus KV heads) is multiplied whole
+    on every GPU.  Under EP the ``E/ep`` experts on a GPU serve the tokens of all ``dp = ep/tp``
+    groups: ``k/tp`` of an expert per token with uniform routing.  A float unless tp = ep = 1.
+
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`].
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; a layout
+            :func:`~llm_dataflow.core.parallel.check_parallel` rejects (or tp/ep > 1 with a
+            bare count).
     """
     cfg = as_model_or_count(cfg)
     if not isinstance(cfg, ModelConfig):
+        _whole_only(tp, ep)
         return int(cfg)
-    return _matmul_params(cfg, bool(active))
+    tensor_shares(cfg, tp, ep)                   # checks the layout
+    return _matmul_params(cfg, bool(active), None, tp, ep)
 
 
-@functools.lru_cache(maxsize=256)
-def _matmul_params(cfg: ModelConfig, active: bool) -> int:
+def _whole_only(tp, ep) -> None:
+    if (tp, ep) != (1, 1):
+        raise ValueError(f"tp={tp!r}, ep={ep!r} are not allowed with a bare parameter count; "
+                         "allowed: tp = ep = 1 (give a model to split)")
+
+
+@functools.lru_cache(maxsize=512)
+def _matmul_params(cfg: ModelConfig, active: bool, quant: QuantSpec | None, tp: int, ep: int) -> int | float:
+    """Matmul weights per token on one GPU (all of them at tp = ep = 1, an exact integer);
+    with ``quant``, only those it quantises (active experts only)."""
+    dp = ep // tp if ep > 1 else 1
     n = 0
-    for t in tensor_specs(cfg):
-        if t.in_features is None:
+    for t, share in zip(tensor_specs(cfg), tensor_shares(cfg, tp, ep)):
+        if t.in_features is None or (quant is not None and quant.keeps(t.name, t.role)):
             continue
-        if active and t.role == "expert" and t.expert >= cfg.n_experts_per_token:
+        if (active or quant is not None) and t.role == "expert" and t.expert >= cfg.n_experts_per_token:
             continue
-        n += t.numel
-    if cfg.tie_embeddings:
-        n += cfg.vocab_size * cfg.d_model  # the tied table is the lm_head matmul
+        if t.role == "expert" and ep > 1:
+            share *= dp                          # the experts here serve all dp groups' tokens
+        n += t.numel if share == 1 else t.numel * share
+    if cfg.tie_embeddings and quant is None:
+        # the tied table is the lm_head matmul (vocab-parallel under TP)
+        n += cfg.vocab_size * cfg.d_model if tp == 1 else cfg.vocab_size * cfg.d_model / tp
     return n
 
 
-@functools.lru_cache(maxsize=256)
-def quantised_matmul_params(cfg: ModelConfig, quant: QuantSpec) -> int:
+def quantised_matmul_params(cfg: ModelConfig, quant: QuantSpec, tp: int = 1, ep: int = 1) -> int | float:
     """Matmul weights one token multiplies in the *quantised* format (active experts only):
-    every linear weight whose role ``quant.keep`` does not keep in high precision."""
-    return sum(t.numel for t in tensor_specs(cfg)
-               if t.in_features is not None and not quant.keeps(t.name, t.role)
-               and not (t.role == "expert" and t.expert >= cfg.n_experts_per_token))
+    every linear weight whose role ``quant.keep`` does not keep in high precision; with
+    ``tp``/``ep``, on one GPU as :func:`matmul_params`."""
+    return _matmul_params(cfg, True, quant, tp, ep)
 
 
 def _attn_width(cfg: ModelConfig, mla: str) -> int:
@@ -472,31 +490,37 @@ def _no_context(context_len):
                          "parameter count only context_len=0 (weights only) is allowed")
 
 
-def decode_step_flops(cfg, batch: int = 1, context_len: int = 0, *, mla: str = "absorbed") -> int:
+def decode_step_flops(cfg, batch: int = 1, context_len: int = 0, *, mla: str = "absorbed",
+                      tp: int = 1, ep: int = 1) -> int | float:
     """FLOPs of one decode step: ``batch`` sequences each add one token after ``context_len``
     cached tokens.
 
     ``B · (2 · matmul_params(active) + attention_flops_per_token(cfg, context_len + 1, mla))``:
     the new token attends to the cached keys and to itself.  For a bare parameter count ``N``:
-    ``2 · N · B`` (no attention, so ``context_len`` must be 0).
+    ``2 · N · B`` (no attention, so ``context_len`` must be 0).  With ``tp``/``ep`` > 1, one
+    GPU's FLOPs for ``batch`` sequences of its attention group: :func:`matmul_params` of that
+    layout (replicated weights whole) and ``1/tp`` of the attention (each rank runs
+    ``n_heads/tp`` query heads).
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
             (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, context with a
-            bare count, unknown ``mla``.
+            bare count, unknown ``mla``, a layout :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
     """
     cfg = as_model_or_count(cfg)
     require_positive("batch", batch)
     require_nonnegative("context_len", context_len)
     if not isinstance(cfg, ModelConfig):
         _no_context(context_len)
+        _whole_only(tp, ep)
         return 2 * int(cfg) * batch
-    return batch * (2 * matmul_params(cfg) + attention_flops_per_token(cfg, context_len + 1, mla=mla))
+    attn = attention_flops_per_token(cfg, context_len + 1, mla=mla)
+    return batch * (2 * matmul_params(cfg, tp=tp, ep=ep) + (attn if tp == 1 else attn / tp))
 
 
 @no_overflow('batch', 'context_len')
 def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *,
-                      kv_dtype: str | None = None, embedding: str = "rows") -> float:
+                      kv_dtype: str | None = None, embedding: str = "rows", tp: int = 1, ep: int = 1) -> float:
     """Bytes one decode step must move between memory and the chip (lower bound).
 
     ``dtype`` is a weight-format name (:data:`WEIGHT_FORMATS`) or a :class:`PrecisionPlan`.
@@ -512,10 +536,15 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *
 
     Not included: activations (a fused kernel keeps them on chip), logits, the token ids.
 
+    With ``tp``/``ep`` > 1, what one GPU of that layout moves for ``batch`` sequences of its
+    attention group: :func:`weight_bytes_read` of the layout, the KV of its heads
+    (:func:`~llm_dataflow.core.parallel.kv_heads_per_rank`: whole heads, replicated when
+    ``tp > n_kv_heads``; MLA's latent whole) and ``1/tp`` of a hybrid's state.
+
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
             (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``batch`` < 1, ``context_len`` < 0, unknown dtype,
-            context with a bare count.
+            context with a bare count, a layout :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
             Counts (``batch``, ``context_len``) so large that a result overflows a float: a
             ValueError naming them.
     """
@@ -523,16 +552,23 @@ def decode_step_bytes(cfg, batch: int = 1, context_len: int = 0, dtype="bf16", *
     require_positive("batch", batch)
     require_nonnegative("context_len", context_len)
     p = as_precision_plan(dtype, kv_dtype)
-    w = weight_bytes_read(cfg, p, batch, embedding=embedding)
+    w = weight_bytes_read(cfg, p, batch, embedding=embedding, tp=tp, ep=ep)
     if not isinstance(cfg, ModelConfig):
         _no_context(context_len)
         return w
     kvd = p.kv_dtype
-    write = kv_token_bytes(cfg, kvd) + state_bytes_per_sequence(cfg, state_dtype_for(kvd))
-    return w + batch * (_kv_seq(cfg, context_len, kvd) if context_len else 0) + batch * write
+    state = state_bytes_per_sequence(cfg, state_dtype_for(kvd))
+    # per sequence: the cached KV read (its state included once the sequence is not empty),
+    # the new token's KV written and the state rewritten
+    kv = (_kv_seq(cfg, context_len, kvd) - state if context_len else 0) + kv_token_bytes(cfg, kvd)
+    state_moved = (2 if context_len else 1) * state
+    if tp == 1:
+        return w + batch * (kv + state_moved)
+    return w + batch * (kv * kv_heads_per_rank(cfg, tp) + state_moved / tp)
 
 
-def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = False, mla: str = "naive") -> int:
+def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = False, mla: str = "naive",
+                  tp: int = 1, ep: int = 1) -> int | float:
     """FLOPs of a prefill of ``batch`` prompts of ``prompt_len`` tokens from an empty cache.
 
     ``B · (2 · matmul_params_without_lm_head · T + 2 · V·D · T_out + causal attention)`` where
@@ -540,34 +576,44 @@ def prefill_flops(cfg, prompt_len: int, batch: int = 1, *, all_logits: bool = Fa
     or T with ``all_logits=True``.  Causal attention counts the lower triangle (query t attends
     to t keys, ``min(t, W)`` in a sliding layer), as a kernel that skips masked tiles does.
     MLA prefill defaults to the un-absorbed form (``mla="naive"``), which prefill kernels run.
-    For a bare count ``N``: ``2 · N · T · B``.
+    For a bare count ``N``: ``2 · N · T · B``.  With ``tp``/``ep`` > 1, one GPU's FLOPs for
+    ``batch`` prompts of its attention group, as :func:`decode_step_flops` splits them (the LM
+    head is vocab-parallel, ``1/tp``).
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown ``mla``.
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown ``mla``,
+            a layout :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
     """
     cfg = as_model_or_count(cfg)
     require_positive("prompt_len", prompt_len)
     require_positive("batch", batch)
     if not isinstance(cfg, ModelConfig):
+        _whole_only(tp, ep)
         return 2 * int(cfg) * prompt_len * batch
     head = cfg.vocab_size * cfg.d_model
-    body = matmul_params(cfg) - head
     t_out = prompt_len if all_logits else 1
-    return batch * (2 * body * prompt_len + 2 * head * t_out + _causal_attention_flops(cfg, prompt_len, mla))
+    attn = _causal_attention_flops(cfg, prompt_len, mla)
+    if tp == 1 and ep == 1:
+        body = matmul_params(cfg) - head
+        return batch * (2 * body * prompt_len + 2 * head * t_out + attn)
+    body = matmul_params(cfg, tp=tp, ep=ep) - head / tp
+    return batch * (2 * body * prompt_len + 2 * head / tp * t_out + attn / tp)
 
 
 @no_overflow('prompt_len', 'batch')
 def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
-                  kv_dtype: str | None = None, embedding: str = "rows") -> float:
+                  kv_dtype: str | None = None, embedding: str = "rows", tp: int = 1, ep: int = 1) -> float:
     """Bytes a prefill must move (lower bound): the weights read once (:func:`weight_bytes_read`
     over ``B·T`` tokens — every MoE expert the tokens touch) plus the KV cache written for
     ``B·T`` positions.  Not included: activations, attention scores (a flash kernel keeps them
-    on chip), logits.
+    on chip), logits.  With ``tp``/``ep`` > 1, one GPU's bytes for ``batch`` prompts of its
+    attention group, split as :func:`decode_step_bytes` splits them.
 
     Raises:
         ValueError: ``cfg`` not a ModelConfig, a preset name or a parameter count in
-            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown dtype.
+            (0, :data:`~llm_dataflow.core.config.MAX_PARAM_COUNT`]; ``prompt_len`` or ``batch`` < 1, unknown dtype,
+            a layout :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
             Counts (``prompt_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
@@ -575,7 +621,10 @@ def prefill_bytes(cfg, prompt_len: int, batch: int = 1, dtype="bf16", *,
     require_positive("prompt_len", prompt_len)
     require_positive("batch", batch)
     p = as_precision_plan(dtype, kv_dtype)
-    w = weight_bytes_read(cfg, p, batch * prompt_len, embedding=embedding)
+    w = weight_bytes_read(cfg, p, batch * prompt_len, embedding=embedding, tp=tp, ep=ep)
     if not isinstance(cfg, ModelConfig):
         return w
-    return w + batch * _kv_seq(cfg, prompt_len, p.kv_dtype)
+    if tp == 1:
+        return w + batch * _kv_seq(cfg, prompt_len, p.kv_dtype)
+    state = state_bytes_per_sequence(cfg, state_dtype_for(p.kv_dtype))
+    return w + batch * ((_kv_seq(cfg, prompt_len, p.kv_dtype) - state) * kv_heads_per_rank(cfg, tp) + state / tp)

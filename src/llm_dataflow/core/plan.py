@@ -21,14 +21,14 @@ import math
 import os
 import sys
 
-from .accounting import kv_bytes, weight_bytes, weight_bytes_read
+from .accounting import kv_bytes, weight_bytes
 from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count
 from .fit import memory_fit
 from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
 from .hardware import DEPLOYMENT_HARDWARE, HARDWARE, REFERENCE_HARDWARE, HardwareSpec, custom_hardware
 from .hardware import hardware as hw_preset
 from .kv import kv_token_bytes, state_bytes_per_sequence, state_dtype_for
-from .parallel import check_parallel, ep_bytes_per_token, kv_heads_per_rank, tp_bytes_per_token_per_layer
+from .parallel import check_parallel, ep_bytes_per_token, tp_bytes_per_token_per_layer
 from .quantization import checkpoint_precision
 from .serving import GPU_MEMORY_UTILIZATION, VLLM_MAX_NUM_BATCHED_TOKENS, engine_memory
 from .roofline import critical_batch, critical_batch_per_kernel, decode_step_bounds, prefill_bounds
@@ -127,8 +127,11 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     it), ``decode_step_s`` (lower
     bound on one GPU's share — the whole step at tp = 1: its weight reads are
     :func:`~llm_dataflow.core.accounting.weight_bytes_read` with ``tp``/``ep``, replicated tensors such as MLA's
-    down-projections and the routers whole, the rest ``1/tp``; its compute ``1/tp`` of the step's), ``binds``, ``decode_tokens_per_s``,
-    ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens; ``None`` at prompt 0),
+    down-projections and the routers whole, the rest ``1/tp``; its FLOPs those of the same shares,
+    attention ``1/tp``: :func:`~llm_dataflow.core.roofline.decode_step_bounds` with ``tp``/``ep``),
+    ``binds``, ``decode_tokens_per_s``,
+    ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens, one GPU's share split the same
+    way: :func:`~llm_dataflow.core.roofline.prefill_bounds` with ``tp``/``ep``; ``None`` at prompt 0),
     ``critical_batch`` (of the whole model on one GPU, tp = 1; ``None`` when never compute-bound:
     under TP the replicated KV or MLA latent lowers each rank's intensity), ``tp_bytes_per_token`` (bytes handed to
     all-reduce per token over all layers; 0 at tp = 1), ``ep_bytes_per_token`` (all-to-all
@@ -179,27 +182,16 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
                         gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
                         max_num_batched_tokens=max_num_batched_tokens,
                         non_torch=None if non_torch_gib is None else non_torch_gib * 2**30)
-    d = decode_step_bounds(cfg, hw, batch, context, plan)
-    share = kv_heads_per_rank(cfg, tp)
-    # a TP rank reads 1/tp of the weights and its KV heads: the step bound of one rank; a hybrid's
-    # state is read from 1/tp of its heads (never replicated), and its rewrite stays in w_gpu / tp
-    state_read = batch * state_bytes_per_sequence(cfg, state_dtype_for(plan.kv_dtype)) if context else 0
-    kv_gpu = ((kv_bytes(cfg, context, batch, plan) - state_read + batch * kv_token_bytes(cfg, plan.kv_dtype)) * share
-              + state_read / tp)
-    # one GPU's weight reads: each tensor's share (parallel.tensor_shares, the memory fit's split):
-    # replicated norms, routers, MLA down-projections and surplus KV heads whole, the rest 1/tp;
-    # under EP the experts whole on ep GPUs, hit by the tokens of all dp attention groups. What
-    # else the step writes (a hybrid's state rewrite) is split 1/tp.
-    w_all = weight_bytes_read(cfg, plan, batch)
-    rest = d.nbytes - (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) - w_all
-    w_gpu = weight_bytes_read(cfg, plan, batch, tp=tp, ep=ep) + rest / tp
+    # the step bound of one GPU: its share of each weight (parallel.tensor_shares, the memory
+    # fit's split: norms, routers, MLA down-projections and surplus KV heads whole, the rest 1/tp;
+    # under EP its E/ep experts, hit by the tokens of all dp attention groups), of the KV heads
+    # and of a hybrid's state, and the FLOPs of those shares
+    d = decode_step_bounds(cfg, hw, batch, context, plan, tp=tp, ep=ep)
     dp = ep // tp if ep > 1 else 1
-    mem_s = (w_gpu + kv_gpu) / hw.hbm_bandwidth
-    comp_s = d.compute_s / tp
-    step = d.time_s if tp == 1 and ep == 1 else max(mem_s, comp_s)
+    step = d.time_s
     epb = (ep_bytes_per_token(cfg, ep, plan)["total"] * sum(map(cfg.is_moe_layer, range(cfg.n_layers)))
            if ep > 1 else 0)
-    pre = prefill_bounds(cfg, hw, prompt, batch, plan) if prompt else None
+    pre = prefill_bounds(cfg, hw, prompt, batch, plan, tp=tp, ep=ep) if prompt else None
     cb = critical_batch(cfg, hw, context, plan)
     tpb = tp_bytes_per_token_per_layer(cfg, tp, plan)["handed"] * cfg.n_layers if tp > 1 else 0
     return {
@@ -221,9 +213,9 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
         "max_num_batched_tokens": eng.max_num_batched_tokens, "kv_room_bytes_per_gpu": eng.kv_bytes,
         "max_concurrency": eng.max_concurrency,
         "decode_step_s": step,
-        "binds": d.bound if tp == 1 and ep == 1 else ("compute" if comp_s > mem_s else "memory"),
+        "binds": d.bound,
         "decode_tokens_per_s": batch * dp / step,
-        "prefill_s": pre.time_s / tp if pre else None, "prefill_binds": pre.bound if pre else None,
+        "prefill_s": pre.time_s if pre else None, "prefill_binds": pre.bound if pre else None,
         "critical_batch": None if math.isinf(cb) else int(cb),
         "tp_bytes_per_token": tpb, "ep_bytes_per_token": epb,
         **_per_kernel(cfg, hw, context, plan),

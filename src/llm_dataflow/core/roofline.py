@@ -109,7 +109,8 @@ def _peak(hw, plan, compute_dtype: str | None) -> tuple[float, str]:
     return hw.flops(cd), cd
 
 
-def _compute_s(cfg, hw, plan, compute_dtype: str | None, flops: float, linear_tokens: int) -> tuple[float, float]:
+def _compute_s(cfg, hw, plan, compute_dtype: str | None, flops: float, linear_tokens: int,
+               tp: int = 1, ep: int = 1) -> tuple[float, float]:
     """``(seconds, effective FLOP/s)`` of ``flops`` on ``hw``.
 
     With FP8/FP4 weights that run at their own peak (:meth:`PrecisionPlan.compute_dtype`), only
@@ -122,14 +123,14 @@ def _compute_s(cfg, hw, plan, compute_dtype: str | None, flops: float, linear_to
     act = plan.activation_dtype
     if compute_dtype is not None or plan.quant is None or cd == act or not isinstance(cfg, ModelConfig):
         return flops / peak, peak
-    q = 2 * linear_tokens * quantised_matmul_params(cfg, plan.quant)
+    q = 2 * linear_tokens * quantised_matmul_params(cfg, plan.quant, tp, ep)
     seconds = q / peak + (flops - q) / hw.flops(act)
     return seconds, flops / seconds
 
 
 def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf16", *,
                        compute_dtype: str | None = None, kv_dtype: str | None = None,
-                       embedding: str = "rows", mla: str = "absorbed") -> StepBounds:
+                       embedding: str = "rows", mla: str = "absorbed", tp: int = 1, ep: int = 1) -> StepBounds:
     """Both terms of the decode-step lower bound and which binds.
 
     ``compute_s = decode_step_flops / hw.flops(compute dtype)``; ``memory_s =
@@ -140,19 +141,24 @@ def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf1
     ``dtype`` is a weight format or :class:`~llm_dataflow.core.formats.PrecisionPlan`; the compute
     dtype defaults to the plan's (:meth:`PrecisionPlan.compute_dtype`: BF16 for weight-only
     INT8/INT4, FP8/FP4 where the chip has that peak), the KV dtype to the plan's.
+    With ``tp``/``ep`` > 1: the bound of one GPU of that layout, whose FLOPs and bytes are its
+    share (:func:`~llm_dataflow.core.accounting.decode_step_flops` and
+    :func:`~llm_dataflow.core.accounting.decode_step_bytes` with ``tp``/``ep``; replicated
+    weights whole), for ``batch`` sequences of its attention group; no communication time.
 
     Raises:
         ValueError: ``batch`` < 1, ``context_len`` < 0, unknown hardware/dtype, or a compute
-            dtype with no peak FLOP/s on ``hw``.
+            dtype with no peak FLOP/s on ``hw``; a layout
+            :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
             Counts (``batch``, ``context_len``) so large that a result overflows a float: a
             ValueError naming them.
     """
     hw = as_roofline_hardware(hw)
     plan = as_precision_plan(dtype, kv_dtype)
     cfg = as_model_or_count(cfg)
-    flops = decode_step_flops(cfg, batch, context_len, mla=mla)
-    nbytes = decode_step_bytes(cfg, batch, context_len, plan, embedding=embedding)
-    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch)
+    flops = decode_step_flops(cfg, batch, context_len, mla=mla, tp=tp, ep=ep)
+    nbytes = decode_step_bytes(cfg, batch, context_len, plan, embedding=embedding, tp=tp, ep=ep)
+    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch, tp, ep)
     return StepBounds("decode", flops, nbytes, compute_s, nbytes / hw.hbm_bandwidth, batch, batch,
                       peak, hw.hbm_bandwidth)
 
@@ -160,25 +166,28 @@ def decode_step_bounds(cfg, hw, batch: int = 1, context_len: int = 0, dtype="bf1
 @no_overflow('prompt_len', 'batch')
 def prefill_bounds(cfg, hw, prompt_len: int, batch: int = 1, dtype="bf16", *,
                    compute_dtype: str | None = None, kv_dtype: str | None = None,
-                   embedding: str = "rows", all_logits: bool = False, mla: str = "naive") -> StepBounds:
+                   embedding: str = "rows", all_logits: bool = False, mla: str = "naive",
+                   tp: int = 1, ep: int = 1) -> StepBounds:
     """Both terms of the prefill lower bound and which binds.
 
     ``compute_s = prefill_flops / hw.flops(compute dtype)`` (matmuls for B·T tokens, causal
     attention — MLA un-absorbed by default, as prefill kernels run it — logits for the last
     position or all with ``all_logits``); ``memory_s = prefill_bytes / hw.hbm_bandwidth``
-    (weights once + KV written for B·T positions).  Precision as :func:`decode_step_bounds`.
+    (weights once + KV written for B·T positions).  Precision and the ``tp``/``ep`` split (one
+    GPU's share) as :func:`decode_step_bounds`.
 
     Raises:
-        ValueError: ``prompt_len`` or ``batch`` < 1, unknown hardware/dtype.
+        ValueError: ``prompt_len`` or ``batch`` < 1, unknown hardware/dtype, a layout
+            :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
             Counts (``prompt_len``, ``batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
     hw = as_roofline_hardware(hw)
     plan = as_precision_plan(dtype, kv_dtype)
     cfg = as_model_or_count(cfg)
-    flops = prefill_flops(cfg, prompt_len, batch, all_logits=all_logits, mla=mla)
-    nbytes = prefill_bytes(cfg, prompt_len, batch, plan, embedding=embedding)
-    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch * prompt_len)
+    flops = prefill_flops(cfg, prompt_len, batch, all_logits=all_logits, mla=mla, tp=tp, ep=ep)
+    nbytes = prefill_bytes(cfg, prompt_len, batch, plan, embedding=embedding, tp=tp, ep=ep)
+    compute_s, peak = _compute_s(cfg, hw, plan, compute_dtype, flops, batch * prompt_len, tp, ep)
     return StepBounds("prefill", flops, nbytes, compute_s, nbytes / hw.hbm_bandwidth,
                       batch * prompt_len, batch, peak, hw.hbm_bandwidth)
 

@@ -96,14 +96,14 @@ def test_hybrid_concurrency_falls_by_exactly_the_state_share():
     e = engine_memory(q, "H200", tp=2, batch=8, context=4096)
     state, per_tok = Q_STATE / 2, Q_TOK / 2         # tp 2: one of the 2 KV heads, half the state per GPU
     assert (e.state_per_sequence, e.kv_per_token) == (state, per_tok) == (19_759_104, 12_288)
-    assert e.kv_tokens == 4_171_184                 # the room itself does not change (without the state: the same)
+    assert e.kv_tokens == 4_151_728                 # the room itself does not change (without the state: the same)
     assert e.max_concurrency == e.kv_tokens * per_tok / (4096 * per_tok + state)
-    before = 1018.35546875                          # without the state: kv_tokens / 4096
+    before = 1013.60546875                          # without the state: kv_tokens / 4096
     assert e.max_concurrency == pytest.approx(before * 4096 * per_tok / (4096 * per_tok + state), rel=1e-14)
-    assert int(e.max_concurrency) == 731
-    # batch × context tokens would fit at 732 sequences; with their state they do not
-    fits = {b: engine_memory(q, "H200", tp=2, batch=b, context=4096).fits for b in (731, 732)}
-    assert fits == {731: True, 732: False} and 732 * 4096 <= e.kv_tokens
+    assert int(e.max_concurrency) == 727
+    # batch × context tokens would fit at 728 sequences; with their state they do not
+    fits = {b: engine_memory(q, "H200", tp=2, batch=b, context=4096).fits for b in (727, 728)}
+    assert fits == {727: True, 728: False} and 728 * 4096 <= e.kv_tokens
     assert "the state of 8 sequences" in e.reason and e.reason.startswith("fits")
     assert engine_memory(q, "H200", tp=2).max_concurrency is None   # context 0: nothing asked
 
@@ -186,14 +186,17 @@ def test_plan_decode_bound_reads_the_state_split_tp_ways():
     r = plan_mod.plan_report(q, "H100-SXM", tp=4, batch=b, context=n, published=False)
     d = decode_step_bounds(q, hw, b, n, "bf16")
     kv_read_and_write = b * (n * Q_TOK + Q_STATE) + b * Q_TOK    # the state's rewrite is counted with the weights
-    # the weights by each tensor's share (2 KV heads on 4 ranks: k/v projections halved, norms and
-    # the router whole, the rest a quarter), the state's rewrite a quarter
+    # the weights by each tensor's share (2 KV heads on 4 ranks: k/v projections halved, norms,
+    # the router and the 1 x D shared-expert gate whole, the rest a quarter), the state's rewrite a quarter
     w_gpu = ldf.weight_bytes_read(q, "bf16", b, tp=4) + b * Q_STATE / 4
     kv_proj = sum(tensor_bytes(t, "bf16", None) for t in ldf.tensor_specs(q) if t.name.endswith(("k_proj.weight", "v_proj.weight")))
-    whole = sum(tensor_bytes(t, "bf16", None) for t in ldf.tensor_specs(q) if t.role in ("norm", "router"))
+    whole = sum(tensor_bytes(t, "bf16", None) for t in ldf.tensor_specs(q)
+                if t.role in ("norm", "router") or "shared_expert_gate" in t.name)
     assert kv_proj > 0 and whole > 0
     assert w_gpu - b * Q_STATE / 4 == pytest.approx(ldf.weight_bytes_read(q, "bf16", b) / 4 + kv_proj / 4 + whole * 3 / 4,
                                                     rel=1e-12)
     kv_gpu = b * (n + 1) * Q_TOK / 2 + b * Q_STATE / 4
     assert d.nbytes - kv_read_and_write - ldf.weight_bytes_read(q, "bf16", b) == b * Q_STATE
-    assert r["decode_step_s"] == pytest.approx(max((w_gpu + kv_gpu) / hw.hbm_bandwidth, d.compute_s / 4), rel=1e-12)
+    one = decode_step_bounds(q, hw, b, n, "bf16", tp=4)
+    assert one.nbytes == pytest.approx(w_gpu + kv_gpu, rel=1e-12) and one.compute_s > d.compute_s / 4
+    assert r["decode_step_s"] == pytest.approx(max((w_gpu + kv_gpu) / hw.hbm_bandwidth, one.compute_s), rel=1e-12)

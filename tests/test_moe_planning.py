@@ -124,7 +124,11 @@ def test_plan_deepseek_v3_h200_tp8_fp8():
     r = plan_report("DeepSeek-V3", "H200", tp=8, weights="fp8")
     # MLA's down-projections and the routers whole on every GPU (parallel.tensor_shares), the rest 1/8
     assert round(r["decode_tokens_per_s"], 1) == 841.4
-    assert (r["critical_batch"], r["critical_batch_dense_part"], r["critical_batch_routed_experts"]) == (3675, 207, 6598)
+    # the critical batch of this layout (one GPU's share: the replicated down-projections add FLOPs),
+    # against 3,675 / 207 / 6,598 for the whole model on one GPU; the routed experts' does not move
+    assert (r["critical_batch"], r["critical_batch_dense_part"], r["critical_batch_routed_experts"]) == (3077, 208, 6598)
+    one = plan_report("DeepSeek-V3", "H200", weights="fp8")
+    assert (one["critical_batch"], one["critical_batch_dense_part"], one["critical_batch_routed_experts"]) == (3675, 207, 6598)
     assert r["published_rows"] == list(SGLANG)
     lo, hi = r["published_tokens_per_s"]
     elo, ehi = r["published_efficiency"]
@@ -151,8 +155,8 @@ def test_plan_command_prints_the_range(capsys):
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8"]) == 0
     out = capsys.readouterr().out
     assert "≤ 841.4 tokens/s" in out
-    assert "published range          30.3–112.6 tokens/s: the bound × 3.6–13.4 % efficiency" in out
-    assert "  routed experts         6,598 sequences" in out and "  attention, dense       207 sequences" in out
+    assert "published range       30.3–112.6 tokens/s: the bound × 3.6–13.4 % efficiency" in out
+    assert "  routed experts      6,598 sequences" in out and "  attention, dense    208 sequences" in out
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8", "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
     assert j["published_rows"] == list(SGLANG) and j["critical_batch_routed_experts"] == 6598
@@ -201,11 +205,11 @@ def test_a_preset_names_no_checkpoint_format(capsys):
     # under EP the per-kernel rows say whose batch each figure is
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--ep", "8", "--weights", "fp8"]) == 0
     out = capsys.readouterr().out
-    assert "  attention, dense       207 sequences per attention group" in out
-    assert "  routed experts         6,598 sequences in all attention groups together" in out
-    assert "precision                weights fp8 (set by --weights; a preset names no format)" in out
+    assert "  attention, dense    207 sequences per attention group" in out
+    assert "  routed experts      825 sequences per attention group, 6,600 in all" in out
+    assert "precision             weights fp8 (set by --weights; a preset names no format)" in out
     assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--ep", "8"]) == 0
-    assert "precision                weights bf16 (a preset names no format; --weights sets one)" in capsys.readouterr().out
+    assert "precision             weights bf16 (a preset names no format; --weights sets one)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("model", ["Llama-2-7B", "Llama-3-8B", "Mixtral-8x7B", "DeepSeek-V3", "Qwen3-30B-A3B"])
@@ -289,3 +293,46 @@ def test_plan_prefill_under_tp_is_one_gpus_share():
     big = ldf.decode_step_bounds("DeepSeek-V3", "H200", 256, 4096, "fp8", tp=8)
     assert (round(big.compute_s * 1e3, 2), round(ldf.decode_step_bounds("DeepSeek-V3", "H200", 256, 4096, "fp8")
                                                   .compute_s / 8 * 1e3, 2)) == (3.73, 3.47)
+
+
+def test_ep_traffic_only_with_data_parallel_attention(capsys):
+    """At dp = 1 (ep = tp) vLLM runs no all-to-all (``use_all2all_kernels = dp_size > 1 and
+    use_ep``): TP's all-reduce combines the experts, so plan counts no EP traffic."""
+    same = plan_report("DeepSeek-V3", "H200", tp=8, ep=8, weights="fp8", published=False)
+    dp8 = plan_report("DeepSeek-V3", "H200", tp=1, ep=8, weights="fp8", published=False)
+    assert (same["dp"], same["ep_bytes_per_token"]) == (1, 0) and same["tp_bytes_per_token"] > 0
+    assert dp8["dp"] == 8 and round(dp8["ep_bytes_per_token"] / 1e6, 2) == 11.64
+    assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--ep", "8", "--weights", "fp8"]) == 0
+    assert "EP traffic per token  no all-to-all at dp = 1" in capsys.readouterr().out
+
+
+def test_plot_draws_the_planned_layout(monkeypatch, tmp_path):
+    """--plot draws one GPU's share of the step, as the table's decode row does."""
+    pytest.importorskip("matplotlib")
+    from llm_dataflow.core import plan as plan_mod
+    seen = []
+    real = plan_mod.decode_step_bounds
+
+    def spy(*a, **kw):
+        seen.append((a[2], kw.get("tp"), kw.get("ep")))
+        return real(*a, **kw)
+    monkeypatch.setattr(plan_mod, "decode_step_bounds", spy)
+    assert main(["plan", "DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--weights", "fp8",
+                 "--plot", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").stat().st_size > 0
+    assert seen and all(s[1:] == (8, 1) for s in seen) and {1, 2**14} <= {s[0] for s in seen}
+
+
+def test_layout_rules_for_whole_experts_and_replicated_small_tensors():
+    """Under EP the experts stay whole, so TP need not divide their width (vLLM's EP keeps
+    moe_intermediate_size per expert); GPT-2's learned position table and Qwen3-Next-style 1 × D
+    shared-expert gates are replicated on every rank (vLLM: ``nn.Embedding``, a 1-output gate)."""
+    import dataclasses
+    odd = dataclasses.replace(ldf.model_config("Qwen3-30B-A3B"), moe_d_ff=770)
+    with pytest.raises(ValueError, match="moe_d_ff=770"):
+        ldf.check_parallel(odd, tp=4)
+    ldf.check_parallel(odd, tp=4, ep=4)
+    assert ldf.memory_fit(odd, "H200", tp=4, ep=4).weights > 0
+    gpt2 = ldf.model_config("GPT-2-small")
+    shares = dict(zip((t.name for t in ldf.tensor_specs(gpt2)), ldf.tensor_shares(gpt2, tp=2)))
+    assert shares["transformer.wpe.weight"] == 1.0 and shares["transformer.wte.weight"] == 0.5

@@ -306,26 +306,39 @@ def _chunk_prefix(m: int, C: int) -> int:
 
 
 @no_overflow('tokens', 'logits_rows')
-def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows: int | None = None) -> int:
+def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, ep: int = 1,
+                     logits_rows: int | None = None) -> int:
     """Modelled workspace peak of one forward pass over ``tokens`` tokens on one GPU (B).
 
     The live activations inside one layer at its widest point, in the activation dtype: the
     residual stream and its normalised copy (``2·D`` per token, replicated under TP) plus the
-    wider of the attention projections' outputs (``q + k + v`` widths) and the MLP's
-    ``gate + up + activated`` (``3·F``; an MoE layer's routed tokens at ``k·F_e`` plus the
-    shared expert), both split ``tp`` ways; plus FP32 logits for ``logits_rows`` rows (default
-    ``tokens``; a prefill needs only the last position's), split ``tp`` ways (vocab-parallel
-    head).  Attention scores are not counted (a fused kernel keeps them on chip).  A serving
-    engine measures this peak instead: vLLM profiles a dummy forward of its largest batch.
+    widest of
+
+    * the attention projections' outputs (``q + k + v`` widths) and a dense or shared-expert
+      MLP's ``gate + up + activated`` (``3·F``), split ``tp`` ways;
+    * an MoE layer's fused-experts workspace, ``k · (max(2·F_e', D) + F_e')`` per token with
+      ``F_e'`` an expert's width on this GPU (``F_e/tp``; whole under ``ep > 1``): vLLM's
+      Triton ``fused_experts`` holds ``intermediate_cache1`` (``M × k × 2F_e'``, gate and up)
+      and ``intermediate_cache3`` (``M × k × D``, each expert's output before the weighted sum)
+      in one buffer of ``M·k·max(2F_e', D)`` elements, beside ``intermediate_cache2``
+      (``M·k × F_e'``) — ``vllm/model_executor/layers/fused_moe/fused_moe.py``,
+      ``fused_experts_impl`` (vllm-project/vllm at 000d1458).  The ``D``-wide part is not
+      split by TP, so for DeepSeek-V3 it is most of a forward's activations;
+
+    plus FP32 logits for ``logits_rows`` rows (default ``tokens``; a prefill needs only the last
+    position's), split ``tp`` ways (vocab-parallel head).  Attention scores are not counted (a
+    fused kernel keeps them on chip).  A serving engine measures this peak instead: vLLM
+    profiles a dummy forward of its largest batch.
 
     Raises:
-        ValueError: ``tokens`` < 1, ``tp`` < 1, unknown dtype.
+        ValueError: ``tokens`` < 1, ``tp`` or ``ep`` < 1, unknown dtype.
             Counts (``tokens``, ``logits_rows``) so large that a result overflows a float: a
             ValueError naming them.
     """
     cfg = as_model_config(cfg)
     require_positive("tokens", tokens)
     require_positive("tp", tp)
+    require_positive("ep", ep)
     rows = tokens if logits_rows is None else require_nonnegative("logits_rows", logits_rows)
     elem = dtype_bytes(as_precision_plan(dtype).activation_dtype)
     if cfg.is_mla:
@@ -333,10 +346,13 @@ def activation_bytes(cfg, tokens: int, dtype="bf16", *, tp: int = 1, logits_rows
     else:
         qkv = (cfg.n_heads * (2 if cfg.attn_output_gate else 1) + 2 * cfg.n_kv_heads) * cfg.head_dim
     widths = [cfg.d_ff] if (not cfg.is_moe or cfg.dense_layers) else []
+    if cfg.is_moe and cfg.n_shared_experts:
+        widths.append(cfg.shared_d_ff)
+    wide = max([qkv] + [3 * w for w in widths]) / tp
     if cfg.is_moe:
-        widths.append(cfg.n_experts_per_token * cfg.moe_d_ff + cfg.shared_d_ff)
-    wide = max(qkv, 3 * max(widths))
-    per_token = 2 * cfg.d_model * elem + wide * elem / tp
+        f_e = cfg.moe_d_ff if ep > 1 else cfg.moe_d_ff / tp
+        wide = max(wide, cfg.n_experts_per_token * (max(2 * f_e, cfg.d_model) + f_e))
+    per_token = 2 * cfg.d_model * elem + wide * elem
     return math.ceil(tokens * per_token + rows * cfg.vocab_size * 4 / tp)
 
 

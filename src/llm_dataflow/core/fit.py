@@ -200,7 +200,7 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     per_tok = kv_token_bytes(cfg, p.kv_dtype) * layer_share * head_share
     prompt = context if prompt_len is None else require_nonnegative("prompt_len", prompt_len)
     require_positive("max_batched_tokens", max_batched_tokens)
-    act = activation_bytes(cfg, max(min(batch * max(prompt, 1), max_batched_tokens), batch), p, tp=tp,
+    act = activation_bytes(cfg, max(min(batch * max(prompt, 1), max_batched_tokens), batch), p, tp=tp, ep=ep,
                            logits_rows=batch)
     return MemoryFit(hw.memory_bytes, weights, kv, act, reserve_fraction * hw.memory_bytes, per_tok, tp, pp, ep,
                      rule, state)

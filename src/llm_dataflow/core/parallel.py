@@ -29,7 +29,8 @@ def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
     and calculator that splits a model).
 
     * TP must divide ``n_heads`` (each rank runs whole query heads) and the MLP/expert widths
-      it splits (``d_ff``, ``moe_d_ff``, the shared expert's F).  KV heads: TP ≤ ``n_kv_heads``
+      it splits (``d_ff``, ``moe_d_ff`` unless ``ep > 1`` keeps the experts whole, the shared
+      expert's F).  KV heads: TP ≤ ``n_kv_heads``
       must divide them; TP > ``n_kv_heads`` must be a multiple of them, and each rank then holds
       a replica of one KV head (vLLM's rule, ``QKVParallelLinear``).  MLA's latent is shared by
       all heads and replicated on every rank.
@@ -50,7 +51,8 @@ def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
     if not cfg.is_moe or cfg.dense_layers:
         dims.append(("d_ff", cfg.d_ff))
     if cfg.is_moe:
-        dims.append(("moe_d_ff", cfg.moe_d_ff))
+        if ep == 1:                              # under EP each expert stays whole
+            dims.append(("moe_d_ff", cfg.moe_d_ff))
         if cfg.n_shared_experts:
             dims.append(("shared_d_ff", cfg.shared_d_ff))
     for name, val in dims:
@@ -195,8 +197,9 @@ def _shares(cfg: ModelConfig, tp: int, ep: int) -> tuple:
     kv = kv_heads_per_rank(cfg, tp)
     out = []
     for t in tensor_specs(cfg):
-        if t.role in ("norm", "router") or (t.role == "bias" and t.shape[0] == cfg.d_model):
-            out.append(1.0)                      # replicated
+        if (t.role in ("norm", "router", "position_embedding") or (t.role == "bias" and t.shape[0] == cfg.d_model)
+                or "shared_expert_gate" in t.name):
+            out.append(1.0)                      # replicated (vLLM: nn.Embedding wpe, the 1 × D gate)
         elif not cfg.is_mla and any(k in t.name for k in ("k_proj", "v_proj")):
             out.append(kv)                       # whole (possibly replicated) KV heads
         elif cfg.is_mla and ("kv_a_proj" in t.name or "q_a_proj" in t.name):
@@ -213,7 +216,9 @@ def tensor_shares(cfg, tp: int = 1, ep: int = 1) -> tuple[float, ...]:
     that one GPU of a ``tp``-way tensor-parallel, ``ep``-way expert-parallel layout holds, and so
     reads in each forward pass: 1 for a replicated tensor, ``1/tp`` for a split one.
 
-    * norms, routers and ``d_model``-wide biases: replicated (1);
+    * norms, routers, ``d_model``-wide biases, learned position tables (GPT-2's ``wpe``, an
+      ``nn.Embedding`` in vLLM's ``gpt2.py``) and Qwen3-Next's 1 × D ``shared_expert_gate``:
+      replicated (1);
     * GQA/MHA ``k_proj``/``v_proj``: whole KV heads, replicated when ``tp > n_kv_heads``
       (:func:`kv_heads_per_rank`);
     * MLA's ``q_a_proj`` and ``kv_a_proj_with_mqa``: replicated (1) — vLLM's

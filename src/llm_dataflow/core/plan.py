@@ -132,16 +132,20 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     ``binds``, ``decode_tokens_per_s``,
     ``prefill_s`` and ``prefill_binds`` (for ``prompt`` tokens, one GPU's share split the same
     way: :func:`~llm_dataflow.core.roofline.prefill_bounds` with ``tp``/``ep``; ``None`` at prompt 0),
-    ``critical_batch`` (of the whole model on one GPU, tp = 1; ``None`` when never compute-bound:
-    under TP the replicated KV or MLA latent lowers each rank's intensity), ``tp_bytes_per_token`` (bytes handed to
+    ``critical_batch`` (sequences of one attention group at which one GPU's step turns
+    compute-bound, :func:`~llm_dataflow.core.roofline.critical_batch` with ``tp``/``ep``;
+    ``None`` when never: under TP a replicated MLA latent or KV head is read whole on every GPU
+    while its FLOPs are split), ``tp_bytes_per_token`` (bytes handed to
     all-reduce per token over all layers; 0 at tp = 1), ``ep_bytes_per_token`` (all-to-all
     dispatch + combine bytes per token over all MoE layers, uniform routing,
-    :func:`~llm_dataflow.core.parallel.ep_bytes_per_token`; 0 at ep = 1).  Under EP the decode
+    :func:`~llm_dataflow.core.parallel.ep_bytes_per_token`; 0 at ep = 1, and 0 at dp = 1, where
+    vLLM combines the experts in TP's all-reduce: ``FusedMoEParallelConfig.use_all2all_kernels``
+    is ``dp_size > 1 and use_ep``, ``vllm/model_executor/layers/fused_moe/config.py``).  Under EP the decode
     bound is one GPU's share: the non-expert weights by their share, the experts the ``batch × dp``
     tokens hit ``/ep`` (balanced placement), its KV; ``decode_tokens_per_s`` counts all
     ``batch × dp`` sequences.
     The critical batch per kernel
-    (:func:`~llm_dataflow.core.roofline.critical_batch_per_kernel`, one GPU, tp = 1):
+    (:func:`~llm_dataflow.core.roofline.critical_batch_per_kernel` of the layout, per attention group):
     ``critical_batch_dense_part`` and ``critical_batch_routed_experts`` (``None`` when never
     compute-bound, or for a dense model); with ``published`` (default), the range published rows
     imply (:func:`published_range`: ``published_rows``, ``published_efficiency``,
@@ -189,10 +193,12 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     d = decode_step_bounds(cfg, hw, batch, context, plan, tp=tp, ep=ep)
     dp = ep // tp if ep > 1 else 1
     step = d.time_s
+    # at dp = 1 vLLM runs no all-to-all: each GPU's experts see every token and TP's all-reduce
+    # (tp_bytes_per_token) combines them
     epb = (ep_bytes_per_token(cfg, ep, plan)["total"] * sum(map(cfg.is_moe_layer, range(cfg.n_layers)))
-           if ep > 1 else 0)
+           if dp > 1 else 0)
     pre = prefill_bounds(cfg, hw, prompt, batch, plan, tp=tp, ep=ep) if prompt else None
-    cb = critical_batch(cfg, hw, context, plan)
+    cb = critical_batch(cfg, hw, context, plan, tp=tp, ep=ep)
     tpb = tp_bytes_per_token_per_layer(cfg, tp, plan)["handed"] * cfg.n_layers if tp > 1 else 0
     return {
         "model": cfg.name, "hardware": hw.name, "tp": tp, "ep": ep, "dp": dp, "batch": batch, "context": context,
@@ -218,15 +224,15 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
         "prefill_s": pre.time_s if pre else None, "prefill_binds": pre.bound if pre else None,
         "critical_batch": None if math.isinf(cb) else int(cb),
         "tp_bytes_per_token": tpb, "ep_bytes_per_token": epb,
-        **_per_kernel(cfg, hw, context, plan),
+        **_per_kernel(cfg, hw, context, plan, tp, ep),
         **(published_range(cfg, hw, tp=tp, ep=ep, batch=batch, weights=plan, tokens_per_s=batch * dp / step)
            if published else {}),
     }
 
 
-def _per_kernel(cfg: ModelConfig, hw, context: int, plan) -> dict:
-    """The critical batch per kernel group (one GPU, tp = 1), for :func:`plan_report`."""
-    k = critical_batch_per_kernel(cfg, hw, context, plan)
+def _per_kernel(cfg: ModelConfig, hw, context: int, plan, tp: int, ep: int) -> dict:
+    """The critical batch per kernel group of the layout (per attention group), for :func:`plan_report`."""
+    k = critical_batch_per_kernel(cfg, hw, context, plan, tp=tp, ep=ep)
     fin = lambda x: None if x is None or math.isinf(x) else int(x)  # noqa: E731
     return {"critical_batch_dense_part": fin(k.dense_part), "critical_batch_routed_experts": fin(k.routed_experts)}
 
@@ -286,11 +292,22 @@ def _per_kernel_rows(r: dict) -> list:
         return []
     show = lambda x: "never compute-bound" if x is None else f"{x:,} sequences"  # noqa: E731
     if r["dp"] > 1:   # under EP the experts see the tokens of every attention group
+        e = r["critical_batch_routed_experts"]
         return [("  attention, dense", show(r["critical_batch_dense_part"]) + " per attention group"),
-                ("  routed experts", show(r["critical_batch_routed_experts"]) + " in all attention groups "
-                                     "together (each expert sees B·k/E of their tokens)")]
+                ("  routed experts", show(e) + (" per attention group" if e is None else
+                                                f" per attention group, {e * r['dp']:,} in all (each expert "
+                                                "sees B·k/E of all the groups' tokens)"))]
     return [("  attention, dense", show(r["critical_batch_dense_part"])),
             ("  routed experts", show(r["critical_batch_routed_experts"]) + " (each expert sees B·k/E tokens)")]
+
+
+def _critical_row(r: dict) -> tuple:
+    cb = r["critical_batch"]
+    if r["tp"] == 1 and r["ep"] == 1:
+        return ("critical batch", "never compute-bound" if cb is None else f"{cb:,} sequences")
+    where = " per attention group" if r["dp"] > 1 else ""
+    return ("critical batch", ("never compute-bound" if cb is None else f"{cb:,} sequences{where}")
+            + " (one GPU's share of the step; replicated weights and KV whole)")
 
 
 def _published_rows(r: dict) -> list:
@@ -343,15 +360,16 @@ def _table(r: dict) -> str:
                           f"≤ {r['decode_tokens_per_s']:,.1f} tokens/s"),
         ("prefill ≥", "no prompt" if r["prefill_s"] is None else
          f"{fmt_si(r['prefill_s'], 's')} ({r['prefill_binds']}-bound)"),
-        ("critical batch (tp = 1)", "never compute-bound" if r["critical_batch"] is None
-         else f"{r['critical_batch']:,} sequences on one GPU holding the whole model"),
+        _critical_row(r),
         *_per_kernel_rows(r),
         ("TP traffic per token", "none (tp = 1)" if not r["tp"] > 1 else f"{fmt_bytes(r['tp_bytes_per_token'])} "
                                  "handed to all-reduce over all layers"),
     ]
     if r["ep"] > 1:
         rows.append(("EP traffic per token", f"{fmt_bytes(r['ep_bytes_per_token'])} dispatched and combined "
-                                             "(all-to-all) over all MoE layers, uniform routing"))
+                                             "(all-to-all) over all MoE layers, uniform routing" if r["dp"] > 1 else
+                     "no all-to-all at dp = 1: every GPU's experts see every token, and TP's all-reduce "
+                     "(above) combines them (vLLM)"))
     rows += _published_rows(r)
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
@@ -366,14 +384,18 @@ def _plot(cfg: ModelConfig, args, path: str) -> None:
     hw = hardware_arg(args.hardware)
     plan = checkpoint_precision(cfg, args.kv) if args.weights is None else precision_plan(args.weights, kv=args.kv)
     batches = [2**i for i in range(0, 15)]
-    mem = [decode_step_bounds(cfg, hw, b, args.context, plan).memory_s * 1e3 for b in batches]
-    comp = [decode_step_bounds(cfg, hw, b, args.context, plan).compute_s * 1e3 for b in batches]
+    # one GPU's share of the step, as the table's decode row (the same layout)
+    bounds = [decode_step_bounds(cfg, hw, b, args.context, plan, tp=args.tp, ep=args.ep) for b in batches]
+    mem = [d.memory_s * 1e3 for d in bounds]
+    comp = [d.compute_s * 1e3 for d in bounds]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.loglog(batches, mem, "-o", ms=3, label="memory term")
     ax.loglog(batches, comp, "-s", ms=3, label="compute term")
-    ax.set_xlabel("batch B (sequences per decode step)")
-    ax.set_ylabel("decode step lower bound (ms)")
-    ax.set_title(f"{cfg.name}, {plan.label} weights, context {args.context:,}, {hw.name}", fontsize=10)
+    dp = args.ep // args.tp if args.ep > 1 else 1
+    ax.set_xlabel("batch B (sequences per decode step" + (", per attention group)" if dp > 1 else ")"))
+    ax.set_ylabel("decode step lower bound (ms)" + (", one GPU" if args.tp > 1 or args.ep > 1 else ""))
+    layout = f", TP {args.tp}" + (f", EP {args.ep}" if args.ep > 1 else "") if args.tp > 1 or args.ep > 1 else ""
+    ax.set_title(f"{cfg.name}, {plan.label} weights, context {args.context:,}, {hw.name}{layout}", fontsize=10)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)

@@ -228,7 +228,7 @@ def prefill_lower_bound(cfg, hw, prompt_len: int, batch: int = 1, dtype: str = "
 @no_overflow('context_len', 'max_batch', finite=False)   # math.inf: never compute-bound
 def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: int = 2**20,
                    compute_dtype: str | None = None, kv_dtype: str | None = None,
-                   embedding: str = "rows", mla: str = "absorbed") -> float:
+                   embedding: str = "rows", mla: str = "absorbed", tp: int = 1, ep: int = 1) -> float:
     """The smallest batch B at which a decode step turns compute-bound (``compute_s >
     memory_s``), or ``math.inf`` if it never does up to ``max_batch`` (long contexts: the
     per-sequence KV read grows as fast as the FLOPs, so batching stops helping).
@@ -238,12 +238,17 @@ def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: in
     ``2 · 989.4e12 / (2 · 3.35e12)`` ≈ 295.3, so B = 296.
 
     Keyword options as for :func:`decode_step_bounds`; the result agrees with its ``bound``.
+    With ``tp``/``ep`` > 1 the step is one GPU's share (:func:`decode_step_bounds` with
+    ``tp``/``ep``) and B counts the sequences of one attention group: a replicated MLA latent or
+    KV head is read whole on every GPU while its FLOPs are split, so such a layout may never
+    turn compute-bound at a long context.
 
     Returns:
         int batch, or ``math.inf``.
 
     Raises:
-        ValueError: ``context_len`` < 0, unknown hardware or dtype.
+        ValueError: ``context_len`` < 0, unknown hardware or dtype, a layout
+            :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
             Counts (``context_len``, ``max_batch``) so large that a result overflows a float: a
             ValueError naming them.
     """
@@ -255,13 +260,13 @@ def critical_batch(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: in
     # per-sequence terms, computed once: FLOPs f and KV bytes k are exactly linear in B
     # (decode_step_flops = B·f, decode_step_bytes = weights(B) + B·k); only the weights term
     # depends on B non-linearly (MoE experts touched, gathered embedding rows)
-    f = decode_step_flops(cfg, 1, context_len, mla=mla)
-    c1 = _compute_s(cfg, hw, plan, compute_dtype, f, 1)[0]   # compute seconds per sequence (linear in B)
-    k = (decode_step_bytes(cfg, 1, context_len, plan, embedding=embedding)
-         - weight_bytes_read(cfg, plan, 1, embedding=embedding))
+    f = decode_step_flops(cfg, 1, context_len, mla=mla, tp=tp, ep=ep)
+    c1 = _compute_s(cfg, hw, plan, compute_dtype, f, 1, tp, ep)[0]   # compute seconds per sequence (linear in B)
+    k = (decode_step_bytes(cfg, 1, context_len, plan, embedding=embedding, tp=tp, ep=ep)
+         - weight_bytes_read(cfg, plan, 1, embedding=embedding, tp=tp, ep=ep))
 
     def compute_bound(b):  # the test of StepBounds.bound, without recounting the model
-        return b * c1 > (weight_bytes_read(cfg, plan, b, embedding=embedding) + b * k) / bw
+        return b * c1 > (weight_bytes_read(cfg, plan, b, embedding=embedding, tp=tp, ep=ep) + b * k) / bw
 
     return _first_batch(compute_bound, max_batch)
 
@@ -326,7 +331,8 @@ class KernelCriticalBatch:
 @no_overflow('context_len', 'max_batch', finite=False)
 def critical_batch_per_kernel(cfg, hw, context_len: int = 0, dtype="bf16", *, max_batch: int = 2**20,
                               compute_dtype: str | None = None, kv_dtype: str | None = None,
-                              embedding: str = "rows", mla: str = "absorbed") -> KernelCriticalBatch:
+                              embedding: str = "rows", mla: str = "absorbed", tp: int = 1,
+                              ep: int = 1) -> KernelCriticalBatch:
     """The decode critical batch of each kernel group beside the blended one (:class:`KernelCriticalBatch`).
 
     The blended figure (:func:`critical_batch`) sums a step's bytes and FLOPs, which averages the
@@ -341,37 +347,50 @@ def critical_batch_per_kernel(cfg, hw, context_len: int = 0, dtype="bf16", *, ma
     DeepSeek-V3 on an H100 SXM in BF16 at context 0: blended 5,405, dense part 296, routed
     experts 9,451 ≈ ``295.3 × 256 / 8`` (``tests/test_roofline.py`` pins these).
 
+    With ``tp``/``ep`` > 1, each part is one GPU's share (as :func:`critical_batch`) and every
+    figure counts the sequences of one attention group.  The routed experts' figure does not
+    move under TP (each GPU holds and multiplies ``1/tp`` of every expert); under EP a GPU's
+    ``E/ep`` experts see the tokens of all ``dp = ep/tp`` groups, so it is ``1/dp`` of the
+    single-GPU figure per group.
+
     Raises:
         ValueError: ``cfg`` not a ModelConfig or preset name (the split needs the tensor list),
-            ``context_len`` < 0, ``max_batch`` < 1, unknown hardware or dtype.
+            ``context_len`` < 0, ``max_batch`` < 1, unknown hardware or dtype, a layout
+            :func:`~llm_dataflow.core.parallel.check_parallel` rejects.
     """
     require_positive("max_batch", max_batch)
     require_nonnegative("context_len", context_len)
     hw, cfg = as_roofline_hardware(hw), as_model_config(cfg)
     plan = as_precision_plan(dtype, kv_dtype)
     blended = critical_batch(cfg, hw, context_len, plan, max_batch=max_batch, compute_dtype=compute_dtype,
-                             embedding=embedding, mla=mla)
+                             embedding=embedding, mla=mla, tp=tp, ep=ep)
     bw = hw.hbm_bandwidth
-    f = decode_step_flops(cfg, 1, context_len, mla=mla)
-    c1 = _compute_s(cfg, hw, plan, compute_dtype, f, 1)[0]           # s per sequence, whole step
-    k_bytes = (decode_step_bytes(cfg, 1, context_len, plan, embedding=embedding)
-               - weight_bytes_read(cfg, plan, 1, embedding=embedding))   # KV bytes per sequence
+    f = decode_step_flops(cfg, 1, context_len, mla=mla, tp=tp, ep=ep)
+    c1 = _compute_s(cfg, hw, plan, compute_dtype, f, 1, tp, ep)[0]   # s per sequence, one GPU's step
+    k_bytes = (decode_step_bytes(cfg, 1, context_len, plan, embedding=embedding, tp=tp, ep=ep)
+               - weight_bytes_read(cfg, plan, 1, embedding=embedding, tp=tp, ep=ep))   # KV bytes per sequence
     if not cfg.is_moe:
         return KernelCriticalBatch(blended, blended, None, None, None)
     expert = [t for t in tensor_specs(cfg) if t.role == "expert" and t.expert == 0]
     e_params = sum(t.numel for t in expert)                          # one expert, every MoE layer
     e_bytes = sum(tensor_bytes(t, plan.weights, plan.quant) for t in expert)
     E, k = cfg.n_routed_experts, cfg.n_experts_per_token
+    dp = ep // tp if ep > 1 else 1
+    # one GPU: 1/tp of every expert (TP), or E/ep whole experts hit by the tokens of dp groups (EP)
+    split = ep if ep > 1 else tp
     peak = hw.flops(compute_dtype or plan.compute_dtype(hw))
     if compute_dtype is None and plan.quant is not None and "expert" in plan.quant.keep:
         peak = hw.flops(plan.activation_dtype)
-    e_c1 = 2 * k * e_params / peak                                   # expert compute s per sequence
+    e_c1 = 2 * k * e_params / tp / peak                              # expert compute s per sequence, one GPU
+
+    def e_read(b):
+        return e_bytes / split * expected_experts_hit(E, k, b * dp)
 
     def experts_bound(b):
-        return b * e_c1 > e_bytes * expected_experts_hit(E, k, b) / bw
+        return b * e_c1 > e_read(b) / bw
 
     def rest_bound(b):
-        rest_bytes = weight_bytes_read(cfg, plan, b, embedding=embedding) - e_bytes * expected_experts_hit(E, k, b)
+        rest_bytes = weight_bytes_read(cfg, plan, b, embedding=embedding, tp=tp, ep=ep) - e_read(b)
         return b * (c1 - e_c1) > (rest_bytes + b * k_bytes) / bw
 
     return KernelCriticalBatch(blended, _first_batch(rest_bound, max_batch), _first_batch(experts_bound, max_batch),

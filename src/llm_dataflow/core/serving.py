@@ -60,9 +60,11 @@ VLLM_BLOCK_SIZE = 16
 #: workspace).  Modelled as 1.79 GiB × tp — two points, linear beyond TP 2 is an assumption.
 #: The term is the least certain of the budget: other logs show 0.25 GiB at TP 2 on RTX 4090s
 #: (vllm-project/vllm issue #13061, v0.7) and 0.20 GiB per rank on 23.58 GiB cards (PR #14447),
-#: and v0.2.x measured far more: PR #2031 (A100-80GB, TP 4) moved Llama-2-70B from 31,615 to
-#: 20,865 blocks when it began counting this memory, i.e. 13.1 GiB per rank.  Pass the figure
-#: your engine logs (``non_torch=``, ``plan --non-torch-gib``) where you have it.
+#: 7.16 GiB per rank at TP 8 on H200s (vLLM 0.7.3, DeepSeek-R1; ``tests/test_serving.py``), half
+#: of 1.79 × 8, and v0.2.x measured far more: PR #2031 (A100-80GB, TP 4) moved Llama-2-70B from
+#: 31,615 to 20,865 blocks when it began counting this memory, i.e. 13.1 GiB per rank (allocator
+#: fragmentation from NCCL's record_stream, issue #2248).  Pass the figure your engine logs
+#: (``non_torch=``, ``plan --non-torch-gib``) where you have it.
 NON_TORCH_BYTES_PER_RANK = 1.79 * GiB
 
 
@@ -219,7 +221,7 @@ def engine_memory(cfg, hw, dtype="bf16", *, tp: int = 1, pp: int = 1, ep: int = 
     elif isinstance(non_torch, bool) or not isinstance(non_torch, (int, float)) or not 0 <= non_torch < math.inf:
         raise ValueError(f"non_torch={non_torch!r} is not allowed; allowed: a finite number of bytes >= 0")
     act = 0 if sglang else activation_bytes(cfg, max_num_batched_tokens, as_precision_plan(dtype, kv_dtype), tp=tp,
-                                            logits_rows=min(max_num_seqs, max_num_batched_tokens))
+                                            ep=ep, logits_rows=min(max_num_seqs, max_num_batched_tokens))
     total, source = runtime_memory_bytes(hw)
     budget = frac * total
     room = budget - fit.weights - act - non_torch

@@ -35,7 +35,8 @@ def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
       a replica of one KV head (vLLM's rule, ``QKVParallelLinear``).  MLA's latent is shared by
       all heads and replicated on every rank.
     * PP must be ≤ ``n_layers``.
-    * EP must divide ``n_routed_experts`` (an MoE only) and be a multiple of TP: vLLM's
+    * EP must divide ``n_routed_experts`` (an MoE only; vLLM also accepts an uneven split, its
+      first ranks taking one expert more, which the accounting here does not model) and be a multiple of TP: vLLM's
       expert-parallel group is its TP × DP ranks (``--enable-expert-parallel``: EP size =
       TP size × DP size, attention split TP ways and replicated over the DP groups).
 
@@ -71,7 +72,8 @@ def check_parallel(cfg, tp: int = 1, pp: int = 1, ep: int = 1) -> None:
             raise ValueError(f"expert parallel degree ep={ep} needs an MoE model; {cfg.name} is dense")
         if cfg.n_routed_experts % ep:
             raise ValueError(f"expert parallel degree ep={ep} does not divide n_routed_experts="
-                             f"{cfg.n_routed_experts}; allowed: divisors of n_routed_experts")
+                             f"{cfg.n_routed_experts}; allowed: divisors of n_routed_experts (an uneven split, "
+                             "which vLLM accepts, is not modelled)")
         if ep % tp:
             raise ValueError(f"expert parallel degree ep={ep} is not a multiple of tp={tp}; allowed: ep = tp × dp "
                              "(vLLM's expert-parallel group is its TP × DP ranks)")

@@ -142,7 +142,8 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     vLLM combines the experts in TP's all-reduce: ``FusedMoEParallelConfig.use_all2all_kernels``
     is ``dp_size > 1 and use_ep``, ``vllm/model_executor/layers/fused_moe/config.py``).  Under EP the decode
     bound is one GPU's share: the non-expert weights by their share, the experts the ``batch × dp``
-    tokens hit ``/ep`` (balanced placement), its KV; ``decode_tokens_per_s`` counts all
+    tokens hit ``/ep`` (balanced placement: the mean GPU; at small batches the GPU whose experts
+    the router picks most reads more, and each layer waits for it), its KV; ``decode_tokens_per_s`` counts all
     ``batch × dp`` sequences.
     The critical batch per kernel
     (:func:`~llm_dataflow.core.roofline.critical_batch_per_kernel` of the layout, per attention group):

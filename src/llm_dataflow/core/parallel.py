@@ -230,8 +230,9 @@ def tensor_shares(cfg, tp: int = 1, ep: int = 1) -> tuple[float, ...]:
     * everything else (column/row-parallel projections, experts sliced under TP, vocab-parallel
       embedding and LM head): ``1/tp``.
 
-    The memory fit (:func:`~llm_dataflow.core.fit.memory_fit`) and the weight reads of one GPU
-    (:func:`~llm_dataflow.core.accounting.weight_bytes_read` with ``tp``/``ep``) both use it.
+    The memory fit (:func:`~llm_dataflow.core.fit.memory_fit`), the weight reads of one GPU
+    (:func:`~llm_dataflow.core.accounting.weight_bytes_read` with ``tp``/``ep``) and its FLOPs
+    (:func:`~llm_dataflow.core.accounting.matmul_params` with ``tp``/``ep``) all use it.
 
     Raises:
         ValueError: unknown model, a layout :func:`check_parallel` rejects.

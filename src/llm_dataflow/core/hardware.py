@@ -281,7 +281,10 @@ DEPLOYMENT_HARDWARE: dict[str, HardwareSpec] = {
     "L40S": _part(
         "L40S", "Ada", 48 * GB, 864 * GB,
         {"bf16": 366e12, "fp16": 366e12, "fp8": 733e12, "tf32": 183e12, "fp32": 91.6e12, "int8": 733e12},
-        142, 96 * MiB, 100 * KiB, 2.52e9, "none", "PCIe-Gen4-x16", _L40S_SRC),
+        142, 96 * MiB, 100 * KiB, 2.52e9, "none", "PCIe-Gen4-x16", _L40S_SRC, 44.31 * GiB,
+        "vLLM log on an L40S: 'the current vLLM instance can use total_gpu_memory (44.31GiB)' "
+        "(github.com/vllm-project/vllm/issues/15196, with the NVIDIA_L40S MoE config path; the same report "
+        "in github.com/gpustack/gpustack/issues/1457)"),
     "A10": _part(
         "A10", "Ampere", 24 * GB, 600 * GB,
         {"bf16": 125e12, "fp16": 125e12, "tf32": 62.5e12, "fp32": 31.2e12, "int8": 250e12},

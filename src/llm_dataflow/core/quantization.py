@@ -40,7 +40,8 @@ Formats read (the key names are the ones the quantisers write and vLLM / transfo
 Loaded bytes differ from stored bytes only where an engine drops or rebuilds a tensor after
 loading: vLLM's Marlin kernel for GPTQ holds no zero points for a symmetric checkpoint, no
 ``g_idx`` without act-order and ``g_idx`` plus its sort indices with it
-(:meth:`QuantSpec.as_loaded`), which the memory fit counts.  Sources: vLLM
+(:meth:`QuantSpec.as_loaded`), which the memory fit counts; per channel (``group_size`` −1)
+act-order orders nothing and vLLM turns it off.  Sources: vLLM
 ``vllm/model_executor/layers/quantization/`` (``fp8.py``, ``fbgemm_fp8.py``, ``gptq.py``,
 ``gptq_marlin.py``, ``awq.py``, ``mxfp4.py``, ``bitsandbytes.py``, ``compressed_tensors/``) and
 transformers ``src/transformers/utils/quantization_config.py``, read for this module.
@@ -153,8 +154,11 @@ def quant_spec_from_config(quantization_config, torch_dtype: str | None = None) 
                                  "bit widths); allowed: none or {}")
             desc_act, sym = _bool(qc, "desc_act", False), _bool(qc, "sym", True)
             # vLLM's Marlin kernel: empty zero points when symmetric; g_idx empty without act-order,
-            # else kept with its sort indices
-            changes = (("drop_zero_point",) if sym else ()) + (("add_g_idx_sort",) if desc_act else ("drop_g_idx",))
+            # else kept with its sort indices.  Per channel (group_size -1) there is one group per
+            # row, so act-order orders nothing and vLLM turns it off (GPTQMarlinConfig, gptq_marlin.py:
+            # "if desc_act and group_size == -1: ... desc_act = False", v0.10.1)
+            act_order = desc_act and g is not None
+            changes = (("drop_zero_point",) if sym else ()) + (("add_g_idx_sort",) if act_order else ("drop_g_idx",))
             role_keep = _NO_LM_HEAD if qc.get("lm_head") is True else QuantSpec.__dataclass_fields__["keep"].default
             return QuantSpec(f"int{bits}", g, None, "fp16", True, role_keep, keep_modules=keep, g_idx=1,
                              engine_changes=changes,

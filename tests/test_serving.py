@@ -101,6 +101,41 @@ def test_llama31_8b_l40s_pr17122():
     assert abs(_err(e.kv_tokens, 158_656)) < 0.10
 
 
+# vllm-project/vllm issue #10517, comment of 2024-12-02 ("GPU: RTX 3090", "MODEL:
+# meta-llama/Llama-3.1-8B-Instruct"; V0's log format of 0.6.4, the version not stated), at
+# max_model_len 20,000 and 29,000 ("Maximum concurrency for 20000 tokens per request: 1.56x"):
+#   "Loading model weights took 14.9888 GB"
+#   20k: "total_gpu_memory=23.58GiB ... peak_torch_memory=17.06GiB ... non_torch_memory=0.35GiB
+#         kv_cache_size=3.81GiB gpu_memory_utilization=0.90", "GPU blocks: 1952"
+#   29k: "... peak_torch_memory=17.98GiB ... non_torch_memory=0.35GiB kv_cache_size=2.89GiB",
+#        "# GPU blocks: 1478"
+# V0 without chunked prefill profiles max(max_model_len, 2048) tokens; peak_torch_memory is the
+# weights plus the activation peak.  The runtime total is read from the log (a custom spec).
+ISSUE10517 = "github.com/vllm-project/vllm/issues/10517"
+RTX3090 = "name=RTX-3090,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71,runtime_gib=23.58"
+RTX3090_LOGS = [(20000, 17.06, 1952), (29000, 17.98, 1478)]     # (max_model_len, peak_torch GiB, blocks)
+
+
+@pytest.mark.parametrize("tokens,peak_torch,blocks", RTX3090_LOGS)
+def test_rtx3090_activation_peak_issue10517(tokens, peak_torch, blocks):
+    """The profiling forward's activation peak at 20,000 and 29,000 tokens, an independent check
+    of the activation model (-2.0 %, -3.4 %); with the non-torch memory the log gives, the blocks
+    land at +1.9 % and +4.8 %."""
+    hw = ldf.custom_hardware(RTX3090)
+    e = ldf.engine_memory("Llama-3-8B", hw, context=tokens, max_num_batched_tokens=tokens, non_torch=0.35 * GiB)
+    assert abs(_err(e.weights, 14.9888 * GiB)) < 0.003
+    assert abs(_err(e.activations, (peak_torch - 14.9888) * GiB)) < 0.05
+    assert abs(_err(e.kv_tokens // 16, blocks)) < 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="the default non-torch term, 1.79 GiB x tp from H100 logs, is 5x the 0.35 GiB "
+                                       "this RTX 3090 logged: the room lands at -36 % and -45 %")
+@pytest.mark.parametrize("tokens,peak_torch,blocks", RTX3090_LOGS)
+def test_rtx3090_blocks_with_the_default_non_torch(tokens, peak_torch, blocks):
+    e = ldf.engine_memory("Llama-3-8B", ldf.custom_hardware(RTX3090), context=tokens, max_num_batched_tokens=tokens)
+    assert abs(_err(e.kv_tokens // 16, blocks)) < 0.10
+
+
 # A published deployment note (2025-03-15; vLLM 0.7.3; DeepSeek-R1, DeepSeek-V3's shapes, in FP8 on
 # 8 x H200 at TP 8; gpu_memory_utilization 0.85, max_num_batched_tokens 32,000): "total_gpu_memory
 # (139.81GiB) x gpu_memory_utilization (0.85) = 118.84GiB", "model weights take 83.88GiB;

@@ -57,14 +57,19 @@ VLLM_BLOCK_SIZE = 16
 #: Memory outside torch's allocator per rank and per TP degree, approximate: vLLM PR #10511's
 #: logs of ``vllm serve meta-llama/Meta-Llama-3-8B`` on 80 GB H100s show ``non_torch_memory``
 #: 1.79 GiB at TP 1 and 3.58 GiB at TP 2 (NCCL, custom all-reduce buffers, the cuBLAS
-#: workspace).  Modelled as 1.79 GiB × tp — two points, linear beyond TP 2 is an assumption.
-#: The term is the least certain of the budget: other logs show 0.25 GiB at TP 2 on RTX 4090s
-#: (vllm-project/vllm issue #13061, v0.7) and 0.20 GiB per rank on 23.58 GiB cards (PR #14447),
-#: 7.16 GiB per rank at TP 8 on H200s (vLLM 0.7.3, DeepSeek-R1; ``tests/test_serving.py``), half
-#: of 1.79 × 8, and v0.2.x measured far more: PR #2031 (A100-80GB, TP 4) moved Llama-2-70B from
-#: 31,615 to 20,865 blocks when it began counting this memory, i.e. 13.1 GiB per rank (allocator
-#: fragmentation from NCCL's record_stream, issue #2248).  Pass the figure your engine logs
-#: (``non_torch=``, ``plan --non-torch-gib``) where you have it.
+#: workspace).  Modelled as 1.79 GiB × tp: the largest any vLLM log since 0.6 that this module
+#: was checked against shows, so the KV room is conservative in this term.  Per rank, the logs
+#: show: Hopper with NVLink 3.6–3.7 GiB at TP 2 and 4 (vLLM 0.19 V1, init + forward non-torch,
+#: llm-d-incubation/llm-d-planner accuracy sweep at d3121e05) and 7.16 at TP 8 (vLLM 0.7.3,
+#: DeepSeek-R1 on H200s; ``tests/test_serving.py``); A100/A800 0.34–2.10 at TP 4–8 (issue #16570
+#: and public deployment notes); single PCIe and consumer cards 0.16–0.35 (L40S, issue #15196;
+#: RTX 3090, issue #10517), 0.25 at TP 2 on RTX 4090s (issue #13061), 0.20 per rank on 23.58 GiB
+#: cards (PR #14447) and 0.36 at TP 8 on L40S.  It depends on the version, the interconnect and
+#: whether custom all-reduce runs; no rule the logs support was found.  v0.2.x measured far more:
+#: PR #2031 (A100-80GB, TP 4) moved Llama-2-70B from 31,615 to 20,865 blocks when it began
+#: counting this memory, i.e. 13.1 GiB per rank (allocator fragmentation from NCCL's
+#: record_stream, issue #2248).  Pass the figure your engine logs (``non_torch=``,
+#: ``plan --non-torch-gib``) where you have it.
 NON_TORCH_BYTES_PER_RANK = 1.79 * GiB
 
 

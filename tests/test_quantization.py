@@ -339,6 +339,19 @@ def test_logged_weight_memory_mixtral_gptq_tp2():
     assert got == pytest.approx(11.0802, rel=0.05) and round(got, 3) == 11.081             # +0.01 %
 
 
+def test_readme_quotes_the_logged_checkpoints():
+    readme = " ".join((pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    base = json.loads((DATA / "Qwen2.5-72B-Instruct" / "config.json").read_text(encoding="utf-8"))
+    recipe = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"}
+    qc = json.loads((DATA / "Mixtral-8x7B-v0.1-GPTQ" / "quantize_config.json").read_bytes())
+    mixtral = ldf.model_config("Mixtral-8x7B").replace(quantization=quant_spec_from_config(dict(qc, quant_method="gptq")))
+    got = (_weights_gib(_llama31_405b_fp8(16), "H100-SXM", 8),
+           _weights_gib(dict(base, intermediate_size=29696, quantization_config=recipe), "H200", 1),
+           memory_fit(mixtral, "H100-SXM", checkpoint_precision(mixtral), tp=2).weights / GiB)
+    assert (f"TP 8, {got[0]:.2f} GiB planned for 57.75 logged; Qwen2.5-72B-Instruct-GPTQ-Int4 on one GPU, "
+            f"{got[1]:.2f} for 38.53; Mixtral-8x7B-v0.1-GPTQ at TP 2, {got[2]:.2f} for 11.08") in readme
+
+
 def test_gptq_act_order_is_moot_per_channel():
     # one group per row: vLLM turns desc_act off (GPTQMarlinConfig, gptq_marlin.py) and holds no g_idx
     per_channel = quant_spec_from_config({"quant_method": "gptq", "bits": 4, "group_size": -1, "desc_act": True})

@@ -181,10 +181,14 @@ def test_deployment_presets_have_sources():
         total, src = ldf.runtime_memory_bytes(hw)
         assert total > 0 and src == hw.runtime_memory_source
         assert hw.flops("bf16") > 0 and hw.hbm_bandwidth > 0
-    for name in ("H100-SXM", "A100-80GB-SXM", "A100-40GB-SXM", "RTX-4090", "L40S"):
+    for name in ("H100-SXM", "A100-80GB-SXM", "A100-40GB-SXM", "RTX-4090", "L40S", "H20", "A10", "RTX-5090"):
         assert "github.com" in ldf.hardware(name).runtime_memory_source
     assert ldf.runtime_memory_bytes("H100-SXM")[0] == 79.22 * GiB
     assert ldf.runtime_memory_bytes("L40S")[0] == 44.31 * GiB      # 48 GB on the datasheet: 44.70 GiB
+    assert ldf.runtime_memory_bytes("H20")[0] == 95.00 * GiB       # "96 GB": 89.41 GiB if read as 1e9 B
+    for name in ("L4", "H100-PCIe"):                               # no log naming the part was found
+        assert ldf.runtime_memory_bytes(name) == (ldf.hardware(name).memory_bytes, ldf.hardware(name).runtime_memory_source)
+        assert "datasheet" in ldf.hardware(name).runtime_memory_source
 
 
 def test_custom_hardware_spec():

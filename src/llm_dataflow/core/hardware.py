@@ -272,7 +272,9 @@ DEPLOYMENT_HARDWARE: dict[str, HardwareSpec] = {
     "H20": _part(
         "H20", "Hopper", 96 * GB, 4.0 * TB,
         {"bf16": 148e12, "fp16": 148e12, "fp8": 296e12, "tf32": 74e12, "fp32": 44e12, "int8": 296e12},
-        78, 60 * MiB, 228 * KiB, 1.98e9, "NVLink4", "PCIe-Gen5-x16", _H20_SRC,
+        78, 60 * MiB, 228 * KiB, 1.98e9, "NVLink4", "PCIe-Gen5-x16", _H20_SRC, 95.00 * GiB,
+        "torch OOM message on an H20 ('H20 96G' in the report's title): 'a total capacity of 95.00 GiB' "
+        "(github.com/modelscope/DiffSynth-Studio/issues/1238); the card's 96 GB are nearer 96 GiB",
         notes="NVIDIA publishes no H20 datasheet on its site; SM count, L2 and clock are indicative."),
     "L4": _part(
         "L4", "Ada", 24 * GB, 300 * GB,
@@ -288,7 +290,10 @@ DEPLOYMENT_HARDWARE: dict[str, HardwareSpec] = {
     "A10": _part(
         "A10", "Ampere", 24 * GB, 600 * GB,
         {"bf16": 125e12, "fp16": 125e12, "tf32": 62.5e12, "fp32": 31.2e12, "int8": 250e12},
-        72, 6 * MiB, 100 * KiB, 1.695e9, "none", "PCIe-Gen4-x16", _A10_SRC,
+        72, 6 * MiB, 100 * KiB, 1.695e9, "none", "PCIe-Gen4-x16", _A10_SRC, 22.18 * GiB,
+        "torch OOM message on one A10 under vLLM: 'a total capacity of 22.18 GiB' "
+        "(github.com/OpenBMB/MiniCPM-V/issues/640); AWS's A10G logs 21.99 GiB "
+        "(github.com/vllm-project/vllm/issues/16199)",
         notes="AWS's A10G (G5 instances) is a GA102 variant with the same 24 GB and 600 GB/s; AWS publishes "
               "no tensor peak for it, so use this preset with that caveat."),
     "RTX-4090": _part(
@@ -302,7 +307,10 @@ DEPLOYMENT_HARDWARE: dict[str, HardwareSpec] = {
     "RTX-5090": _part(
         "RTX-5090", "Blackwell", 32 * GB, 1792 * GB,
         {"bf16": 209.5e12, "fp16": 209.5e12, "fp8": 419e12, "fp4": 838e12, "fp32": 104.8e12},
-        170, 96 * MiB, 100 * KiB, 2.407e9, "none", "PCIe-Gen5-x16", _RTX5090_SRC),
+        170, 96 * MiB, 100 * KiB, 2.407e9, "none", "PCIe-Gen5-x16", _RTX5090_SRC, 31.36 * GiB,
+        "torch OOM message on an RTX 5090 ('GPU type: NVIDIA GeForce RTX 5090'): 'a total capacity of "
+        "31.36 GiB' (github.com/hiyouga/LlamaFactory/issues/7798); 31.37 on another host "
+        "(github.com/Wan-Video/Wan2.2/issues/51)"),
 }
 
 #: Fields of a custom ``--hardware`` spec: name → (HardwareSpec field, unit, multiplier).

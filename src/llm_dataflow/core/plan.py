@@ -446,8 +446,8 @@ def _run(argv: list[str] | None) -> int:
                    help=f"tokens of the engine's profiling forward (default {VLLM_MAX_NUM_BATCHED_TOKENS:,}: vLLM's "
                         "max(max_model_len, 2048) for an 8K model; give your engine's value)")
     p.add_argument("--non-torch-gib", type=float, default=None,
-                   help="memory outside torch's allocator per GPU, GiB (default ≈ 1.79 × tp, the most vLLM's logs "
-                        "show; give your engine's figure)")
+                   help="memory outside torch's allocator per GPU, GiB (default, the most vLLM's logs show: ≈ 1.79 × "
+                        "tp with NVLink, 0.36 without; give your engine's figure)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of the table")
     p.add_argument("--plot", metavar="FILE", help="also save the decode bound against batch to FILE")
     args = parser.parse_args(argv)

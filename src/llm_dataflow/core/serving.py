@@ -40,7 +40,8 @@ from .hardware import as_hardware, runtime_memory_bytes
 from .units import GiB, require_positive
 
 __all__ = ["EngineMemory", "engine_memory", "GPU_MEMORY_UTILIZATION", "VLLM_MAX_NUM_BATCHED_TOKENS",
-           "VLLM_MAX_NUM_SEQS", "VLLM_BLOCK_SIZE", "NON_TORCH_BYTES_PER_RANK", "non_torch_bytes"]
+           "VLLM_MAX_NUM_SEQS", "VLLM_BLOCK_SIZE", "NON_TORCH_BYTES_PER_RANK", "NON_TORCH_BYTES_PCIE",
+           "non_torch_bytes"]
 
 #: vLLM's default ``gpu_memory_utilization`` (vLLM docs, "Engine Arguments", v0.6.4: "If
 #: unspecified, will use the default value of 0.9"; later releases print 0.92 in ``vllm serve``).
@@ -54,33 +55,41 @@ VLLM_MAX_NUM_BATCHED_TOKENS = 8192
 VLLM_MAX_NUM_SEQS = 256
 #: vLLM's default KV block size (tokens per block, CUDA).
 VLLM_BLOCK_SIZE = 16
-#: Memory outside torch's allocator per rank and per TP degree, approximate: vLLM PR #10511's
-#: logs of ``vllm serve meta-llama/Meta-Llama-3-8B`` on 80 GB H100s show ``non_torch_memory``
-#: 1.79 GiB at TP 1 and 3.58 GiB at TP 2 (NCCL, custom all-reduce buffers, the cuBLAS
-#: workspace).  Modelled as 1.79 GiB × tp: the largest any vLLM log since 0.6 that this module
-#: was checked against shows, so the KV room is conservative in this term.  Per rank, the logs
-#: show: Hopper with NVLink 3.6–3.7 GiB at TP 2 and 4 (vLLM 0.19 V1, init + forward non-torch,
-#: llm-d-incubation/llm-d-planner accuracy sweep at d3121e05) and 7.16 at TP 8 (vLLM 0.7.3,
-#: DeepSeek-R1 on H200s; ``tests/test_serving.py``); A100/A800 0.34–2.10 at TP 4–8 (issue #16570
-#: and public deployment notes); single PCIe and consumer cards 0.16–0.35 (L40S, issue #15196;
-#: RTX 3090, issue #10517), 0.25 at TP 2 on RTX 4090s (issue #13061), 0.20 per rank on 23.58 GiB
-#: cards (PR #14447) and 0.36 at TP 8 on L40S.  It depends on the version, the interconnect and
-#: whether custom all-reduce runs; no rule the logs support was found.  v0.2.x measured far more:
-#: PR #2031 (A100-80GB, TP 4) moved Llama-2-70B from 31,615 to 20,865 blocks when it began
-#: counting this memory, i.e. 13.1 GiB per rank (allocator fragmentation from NCCL's
-#: record_stream, issue #2248).  Pass the figure your engine logs (``non_torch=``,
-#: ``plan --non-torch-gib``) where you have it.
+#: Memory outside torch's allocator per rank and per TP degree on GPUs with NVLink, approximate:
+#: vLLM PR #10511's logs of ``vllm serve meta-llama/Meta-Llama-3-8B`` on 80 GB H100s show
+#: ``non_torch_memory`` 1.79 GiB at TP 1 and 3.58 GiB at TP 2 (NCCL, custom all-reduce buffers,
+#: the cuBLAS workspace).  Modelled as 1.79 GiB × tp: the most any vLLM log since 0.6 that this
+#: module was checked against shows, so the KV room is conservative in this term.  Per rank the
+#: logs show 3.6–3.7 GiB at TP 2 and 4 on H100s (vLLM 0.19 V1, init + forward non-torch;
+#: llm-d-incubation/llm-d-planner's accuracy sweep at d3121e05), 7.16 at TP 8 on H200s (vLLM 0.7.3,
+#: DeepSeek-R1; ``tests/test_serving.py``) and 0.34–2.10 at TP 4–8 on A100/A800s (issue #16570 and
+#: public deployment notes): it depends on the version and on whether custom all-reduce runs, and
+#: no rule the logs support was found.  v0.2.x measured far more: PR #2031 (A100-80GB, TP 4) moved
+#: Llama-2-70B from 31,615 to 20,865 blocks when it began counting this memory, i.e. 13.1 GiB per
+#: rank (allocator fragmentation from NCCL's record_stream, issue #2248).  Pass the figure your
+#: engine logs (``non_torch=``, ``plan --non-torch-gib``) where you have it.
 NON_TORCH_BYTES_PER_RANK = 1.79 * GiB
+#: The same on GPUs without NVLink (PCIe cards: L4, L40S, A10, GeForce), per rank whatever the TP
+#: degree: vLLM runs no custom all-reduce on more than two PCIe-only GPUs ("Custom allreduce is
+#: disabled because it's not supported on more than two PCIe-only GPUs"), and the logs show 0.16
+#: GiB on one L40S (issue #15196), 0.35 on one RTX 3090 (issue #10517), 0.25 per rank at TP 2 on
+#: RTX 4090s (issue #13061), 0.20 on 23.58 GiB cards (PR #14447) and 0.36 at TP 8 on L40Ss
+#: (vLLM 0.6.6.post1; gnosia93/vlm-distillation's EC2 notes).  Modelled as the largest, 0.36 GiB.
+NON_TORCH_BYTES_PCIE = 0.36 * GiB
 
 
-def non_torch_bytes(tp: int) -> float:
-    """Approximate memory outside torch's allocator on one rank at TP degree ``tp`` (B):
-    :data:`NON_TORCH_BYTES_PER_RANK` × ``tp``.
+def non_torch_bytes(tp: int, hw) -> float:
+    """Approximate memory outside torch's allocator on one rank at TP degree ``tp`` on ``hw``
+    (B): :data:`NON_TORCH_BYTES_PER_RANK` × ``tp`` on a GPU with NVLink, else
+    :data:`NON_TORCH_BYTES_PCIE` (a preset whose ``nvlink`` is ``"none"``, or a custom spec).
 
     Raises:
-        ValueError: ``tp`` not a positive integer.
+        ValueError: ``tp`` not a positive integer; ``hw`` neither a preset name nor a HardwareSpec.
     """
-    return NON_TORCH_BYTES_PER_RANK * require_positive("tp", tp)
+    require_positive("tp", tp)
+    if as_hardware(hw).nvlink == "none":
+        return NON_TORCH_BYTES_PCIE
+    return NON_TORCH_BYTES_PER_RANK * tp
 
 
 @dataclass(frozen=True)
@@ -222,7 +231,7 @@ def engine_memory(cfg, hw, dtype="bf16", *, tp: int = 1, pp: int = 1, ep: int = 
     fit = memory_fit(cfg, hw, dtype, batch=batch, context=context, tp=tp, pp=pp, ep=ep, kv_dtype=kv_dtype,
                      reserve_fraction=0)
     if non_torch is None:
-        non_torch = non_torch_bytes(tp)
+        non_torch = non_torch_bytes(tp, hw)
     elif isinstance(non_torch, bool) or not isinstance(non_torch, (int, float)) or not 0 <= non_torch < math.inf:
         raise ValueError(f"non_torch={non_torch!r} is not allowed; allowed: a finite number of bytes >= 0")
     act = 0 if sglang else activation_bytes(cfg, max_num_batched_tokens, as_precision_plan(dtype, kv_dtype), tp=tp,

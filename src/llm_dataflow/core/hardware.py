@@ -62,7 +62,8 @@ class HardwareSpec:
         boost_clock_hz: the clock the dense tensor peak implies (Hopper: 989.4e12 FLOP/s ÷
             (132 SMs × 4096 FLOP/clock) = 1.83 GHz; the 1.98 GHz maximum boost applies to non-tensor
             work), Hz.
-        nvlink: the NVLink preset name of this part.
+        nvlink: the NVLink preset name of this part; ``"none"`` for a part without NVLink,
+            ``"unspecified"`` for a custom spec that does not say.
         host_link: the host link preset name.
         architecture: ``"Ampere"``, ``"Hopper"`` or ``"Blackwell"``.
         source: datasheet / whitepaper citations.
@@ -329,7 +330,9 @@ def custom_hardware(spec: str) -> HardwareSpec:
     ``bandwidth_gbs`` and at least one peak (``bf16_tflops``, ``fp16_tflops``, ``fp8_tflops``,
     ``fp4_tflops``, ``int8_tops``, ``tf32_tflops``, ``fp32_tflops``; dense) are required;
     ``runtime_gib`` (the total ``torch.cuda.mem_get_info`` reports), ``link`` (a link preset,
-    default ``PCIe-Gen4-x16``) and ``name`` (default ``custom``) are optional.  Fields the book
+    default ``PCIe-Gen4-x16``), ``nvlink`` (``none``, or an NVLink preset: ``NVLink3``,
+    ``NVLink4``, ``NVLink5``; default ``unspecified``, which the serving engine's memory treats
+    as NVLink) and ``name`` (default ``custom``) are optional.  Fields the book
     uses only in the chapters (SMs, L2, shared memory) are 0 / ``None``.
 
     Example: ``custom_hardware("name=RTX-3090,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71")``.
@@ -341,7 +344,7 @@ def custom_hardware(spec: str) -> HardwareSpec:
     if not isinstance(spec, str) or "=" not in spec:
         raise ValueError(f"spec={spec!r} is neither a preset nor a custom hardware spec 'memory_gb=..,"
                          "bandwidth_gbs=..,bf16_tflops=..'")
-    vals, peak, name, lk = {}, {}, "custom", "PCIe-Gen4-x16"
+    vals, peak, name, lk, nvl = {}, {}, "custom", "PCIe-Gen4-x16", "unspecified"
     for item in spec.split(","):
         key, sep, val = (x.strip() for x in item.partition("="))
         if not sep:
@@ -352,8 +355,14 @@ def custom_hardware(spec: str) -> HardwareSpec:
         if key == "link":
             lk = as_link(val, "hardware spec link").name
             continue
+        if key == "nvlink":
+            if val != "none" and not (val.startswith("NVLink") and val in LINKS):
+                raise ValueError(f"hardware spec: nvlink={val!r} is not allowed; allowed: none, "
+                                 + ", ".join(k for k in LINKS if k.startswith("NVLink")))
+            nvl = val
+            continue
         if key not in _CUSTOM_FIELDS:
-            raise ValueError(f"hardware spec: {key}={val!r} is not allowed; allowed keys: name, link, "
+            raise ValueError(f"hardware spec: {key}={val!r} is not allowed; allowed keys: name, link, nvlink, "
                              f"{', '.join(_CUSTOM_FIELDS)}")
         try:
             x = float(val)
@@ -372,7 +381,7 @@ def custom_hardware(spec: str) -> HardwareSpec:
     return HardwareSpec(name=name, architecture="custom", memory_bytes=vals["memory_bytes"],
                         hbm_bandwidth=vals["hbm_bandwidth"], peak_flops=peak, n_sms=0, l2_bytes=None,
                         smem_per_sm_bytes=0, registers_per_sm_bytes=0, tmem_per_sm_bytes=0, boost_clock_hz=0.0,
-                        nvlink="none", host_link=lk, source="given on the command line: " + spec,
+                        nvlink=nvl, host_link=lk, source="given on the command line: " + spec,
                         runtime_memory_bytes=vals.get("runtime_memory_bytes"),
                         runtime_memory_source="given (runtime_gib)" if "runtime_memory_bytes" in vals
                         else _NO_RUNTIME)

@@ -425,7 +425,7 @@ def _run(argv: list[str] | None) -> int:
                    help="a preset name, a config.json, or a Hugging Face folder holding config.json")
     p.add_argument("--hardware", required=True, metavar="GPU",
                    help=f"a GPU preset ({', '.join(PLAN_HARDWARE)}) or a custom spec "
-                        "'name=X,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71[,runtime_gib=..,link=..]'")
+                        "'name=X,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71[,runtime_gib=..,link=..,nvlink=..]'")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
     p.add_argument("--ep", type=int, default=1,
                    help="expert-parallel degree: routed experts placed whole on EP GPUs, attention split --tp "
@@ -446,8 +446,8 @@ def _run(argv: list[str] | None) -> int:
                    help=f"tokens of the engine's profiling forward (default {VLLM_MAX_NUM_BATCHED_TOKENS:,}: vLLM's "
                         "max(max_model_len, 2048) for an 8K model; give your engine's value)")
     p.add_argument("--non-torch-gib", type=float, default=None,
-                   help="memory outside torch's allocator per GPU, GiB (default, the most vLLM's logs show: ≈ 1.79 × "
-                        "tp with NVLink, 0.36 without; give your engine's figure)")
+                   help="memory outside torch's allocator per GPU, GiB (default, about the most vLLM's logs show: "
+                        "≈ 1.79 × tp with NVLink, 0.36 without; give your engine's figure)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of the table")
     p.add_argument("--plot", metavar="FILE", help="also save the decode bound against batch to FILE")
     args = parser.parse_args(argv)

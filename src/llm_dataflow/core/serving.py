@@ -55,33 +55,36 @@ VLLM_MAX_NUM_BATCHED_TOKENS = 8192
 VLLM_MAX_NUM_SEQS = 256
 #: vLLM's default KV block size (tokens per block, CUDA).
 VLLM_BLOCK_SIZE = 16
-#: Memory outside torch's allocator per rank and per TP degree on GPUs with NVLink, approximate:
-#: vLLM PR #10511's logs of ``vllm serve meta-llama/Meta-Llama-3-8B`` on 80 GB H100s show
-#: ``non_torch_memory`` 1.79 GiB at TP 1 and 3.58 GiB at TP 2 (NCCL, custom all-reduce buffers,
-#: the cuBLAS workspace).  Modelled as 1.79 GiB × tp: the most any vLLM log since 0.6 that this
-#: module was checked against shows, so the KV room is conservative in this term.  Per rank the
-#: logs show 3.6–3.7 GiB at TP 2 and 4 on H100s (vLLM 0.19 V1, init + forward non-torch;
-#: llm-d-incubation/llm-d-planner's accuracy sweep at d3121e05), 7.16 at TP 8 on H200s (vLLM 0.7.3,
-#: DeepSeek-R1; ``tests/test_serving.py``) and 0.34–2.10 at TP 4–8 on A100/A800s (issue #16570 and
-#: public deployment notes): it depends on the version and on whether custom all-reduce runs, and
-#: no rule the logs support was found.  v0.2.x measured far more: PR #2031 (A100-80GB, TP 4) moved
-#: Llama-2-70B from 31,615 to 20,865 blocks when it began counting this memory, i.e. 13.1 GiB per
-#: rank (allocator fragmentation from NCCL's record_stream, issue #2248).  Pass the figure your
-#: engine logs (``non_torch=``, ``plan --non-torch-gib``) where you have it.
+#: Memory outside torch's allocator per rank and per TP degree, approximate, for the parts logged
+#: with NVLink (and any part not known to lack it): vLLM PR #10511's logs of ``vllm serve
+#: meta-llama/Meta-Llama-3-8B`` on 80 GB H100s show ``non_torch_memory`` 1.79 GiB at TP 1 and
+#: 3.58 GiB at TP 2 (NCCL, custom all-reduce buffers, the cuBLAS workspace).  Modelled as
+#: 1.79 GiB × tp, at or above every vLLM log since 0.6 that this module was checked against but
+#: one: H100s under vLLM 0.19 V1 log 3.6–3.7 GiB at TP 2 (up to 0.12 GiB more) and the same at
+#: TP 4 (init + forward non-torch; llm-d-incubation/llm-d-planner's accuracy sweep at d3121e05);
+#: H200s 7.16 at TP 8 (vLLM 0.7.3, DeepSeek-R1; ``tests/test_serving.py``); A100/A800s 0.34–2.10
+#: at TP 4–8 (issue #16570 and public deployment notes).  It depends on the version and on whether
+#: custom all-reduce runs; no rule the logs support was found.  v0.2.x measured far more: PR #2031
+#: (A100-80GB, TP 4) moved Llama-2-70B from 31,615 to 20,865 blocks when it began counting this
+#: memory, i.e. 13.1 GiB per rank (allocator fragmentation from NCCL's record_stream, issue
+#: #2248).  Pass the figure your engine logs (``non_torch=``, ``plan --non-torch-gib``) where you
+#: have it.
 NON_TORCH_BYTES_PER_RANK = 1.79 * GiB
-#: The same on GPUs without NVLink (PCIe cards: L4, L40S, A10, GeForce), per rank whatever the TP
-#: degree: vLLM runs no custom all-reduce on more than two PCIe-only GPUs ("Custom allreduce is
-#: disabled because it's not supported on more than two PCIe-only GPUs"), and the logs show 0.16
-#: GiB on one L40S (issue #15196), 0.35 on one RTX 3090 (issue #10517), 0.25 per rank at TP 2 on
-#: RTX 4090s (issue #13061), 0.20 on 23.58 GiB cards (PR #14447) and 0.36 at TP 8 on L40Ss
-#: (vLLM 0.6.6.post1; gnosia93/vlm-distillation's EC2 notes).  Modelled as the largest, 0.36 GiB.
+#: The same for parts without NVLink (presets whose ``nvlink`` is ``"none"``: L4, L40S, A10,
+#: GeForce; a custom spec with ``nvlink=none``), per rank whatever the TP degree.  A grouping by
+#: the parts logged, not a measured cause: at TP 1, with no all-reduce at all, H100s log 0.75–1.79
+#: GiB and these cards 0.16 (one L40S, issue #15196) and 0.35 (one RTX 3090, issue #10517); with
+#: TP the figure stays flat — 0.25 per rank at TP 2 on RTX 4090s (issue #13061), 0.20 on 23.58
+#: GiB cards (PR #14447), 0.36 at TP 8 on L40Ss (vLLM 0.6.6.post1; gnosia93/vlm-distillation's
+#: EC2 notes), where vLLM runs no custom all-reduce ("not supported on more than two PCIe-only
+#: GPUs").  Modelled as the largest, 0.36 GiB.
 NON_TORCH_BYTES_PCIE = 0.36 * GiB
 
 
 def non_torch_bytes(tp: int, hw) -> float:
     """Approximate memory outside torch's allocator on one rank at TP degree ``tp`` on ``hw``
-    (B): :data:`NON_TORCH_BYTES_PER_RANK` × ``tp`` on a GPU with NVLink, else
-    :data:`NON_TORCH_BYTES_PCIE` (a preset whose ``nvlink`` is ``"none"``, or a custom spec).
+    (B): :data:`NON_TORCH_BYTES_PCIE` for a part without NVLink (``hw.nvlink == "none"``), else
+    :data:`NON_TORCH_BYTES_PER_RANK` × ``tp``.
 
     Raises:
         ValueError: ``tp`` not a positive integer; ``hw`` neither a preset name nor a HardwareSpec.

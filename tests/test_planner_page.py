@@ -390,8 +390,7 @@ def _check(page, cwd: pathlib.Path, expect_error: str | None = None, dest: str |
     for key, field in (("weights", "weight_bytes_per_gpu"), ("kv", "kv_bytes_per_gpu"),
                        ("activations", "activation_bytes_per_gpu"), ("reserve", "reserve_bytes_per_gpu")):
         assert bar[key] == r[field], (key, bar[key], r[field])
-    from llm_dataflow.core.hardware import HARDWARE
-    cap = HARDWARE[r["hardware"]].memory_bytes
+    cap = r["runtime_memory_bytes"]
     used = sum(r[f] for f in ("weight_bytes_per_gpu", "kv_bytes_per_gpu", "activation_bytes_per_gpu", "reserve_bytes_per_gpu"))
     assert (bar.get("free", 0) == cap - used) if r["fits"] else (bar["over"] == used - cap)
     # the chart is drawn after the table, one run of the command per batch: wait for this
@@ -470,8 +469,14 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
             ({"model": "Llama-3-8B", "drop": ("Llama-3.1-8B-Instruct", DATA / "Llama-3.1-8B-Instruct" / "config.json"),
               "hardware": "H200", "tp": "4", "weights": "fp8", "kv": "fp8", "batch": "128", "context": "4096"},
              None, None),
+            # a deployment preset (its runtime total from a log, no NVLink) and an MoE in INT4
+            ({"model": "Qwen3-30B-A3B", "hardware": "RTX-4090", "tp": "1", "weights": "int4", "kv": "", "batch": "4",
+              "context": "4096"}, None, None),
             ({"choose": ("Qwen2.5-7B-Instruct", DATA / "Qwen2.5-7B-Instruct" / "config.json"), "hardware": "B200",
               "tp": "2", "weights": "bf16", "json": True, "plot": "decode.svg"}, None, None),
+            # a GPU without a preset: the custom spec the README shows
+            ({"model": "Llama-3-8B", "hardware": "name=RTX-3090,memory_gb=24,runtime_gib=23.58,bandwidth_gbs=936,"
+              "bf16_tflops=71,nvlink=none", "tp": "1", "batch": "1", "context": "8192"}, None, None),
             ({"json": False, "plot": "", "tp": "3"}, "argument --tp", "tp"),
             ({"tp": "1", "batch": "0"}, "argument --batch: 0 is not allowed", "batch"),
             ({"batch": "8", "paste": ("broken", json.dumps(broken, indent=2))}, "hidden_size=-1 is not allowed", "config"),

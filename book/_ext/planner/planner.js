@@ -19,7 +19,6 @@ import contextlib, io, json, os, sys
 sys.path.insert(0, "/home/pyodide/ldf")
 from llm_dataflow.core.plan import main as _main
 from llm_dataflow.core.units import fmt_bytes as _fmt_bytes
-from llm_dataflow.core.hardware import HARDWARE as _HARDWARE
 os.makedirs("/home/pyodide/work", exist_ok=True)
 os.chdir("/home/pyodide/work")
 os.environ["PYTHON_COLORS"] = "0"   # argparse asks on every parser; output goes to StringIO
@@ -40,9 +39,10 @@ def _ldf_run(argv_json):
     return json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()})
 
 def _ldf_bar(report_json):
-    """One GPU's memory from plan --json: weights, KV, activations, reserve, free (B)."""
+    """One GPU's memory from plan --json: weights, KV, activations, reserve, free (B), of the
+    total the runtime reports (what the reserve is the rest of; any preset or a custom spec)."""
     r = json.loads(report_json)
-    cap = r.get("memory_bytes_per_gpu", _HARDWARE[r["hardware"]].memory_bytes)
+    cap = r["runtime_memory_bytes"]
     parts = [("weights", r["weight_bytes_per_gpu"]), ("kv", r["kv_bytes_per_gpu"]),
              ("activations", r["activation_bytes_per_gpu"]), ("reserve", r["reserve_bytes_per_gpu"])]
     used = sum(v for _, v in parts)

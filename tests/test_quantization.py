@@ -303,6 +303,24 @@ def test_logged_weight_memory_llama31_405b_fp8_tp8():
     assert round(memory_fit(bf16, "H100-SXM", checkpoint_precision(bf16), tp=8).weights / GiB, 1) == 94.5  # as BF16
 
 
+#: Qwen's AutoGPTQ recipe (QwenLM/Qwen2.5 docs/source/quantization/gptq.md) at 4 bits.
+QWEN_GPTQ_RECIPE = {"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": False, "static_groups": False,
+                    "sym": True, "true_sequential": True, "model_name_or_path": None,
+                    "model_file_base_name": "model", "quant_method": "gptq"}
+
+
+def _qwen25_72b_gptq_int4(d_ff=29696):
+    base = json.loads((DATA / "Qwen2.5-72B-Instruct" / "config.json").read_text(encoding="utf-8"))
+    return dict(base, intermediate_size=d_ff, quantization_config=QWEN_GPTQ_RECIPE)
+
+
+def _mixtral_gptq_gib():
+    """TheBloke/Mixtral-8x7B-v0.1-GPTQ's weights per GPU at TP 2 on an H100 (GiB)."""
+    qc = json.loads((DATA / "Mixtral-8x7B-v0.1-GPTQ" / "quantize_config.json").read_bytes())
+    cfg = ldf.model_config("Mixtral-8x7B").replace(quantization=quant_spec_from_config(dict(qc, quant_method="gptq")))
+    return memory_fit(cfg, "H100-SXM", checkpoint_precision(cfg), tp=2).weights / GiB
+
+
 def test_logged_weight_memory_qwen25_72b_gptq_int4_tp1():
     """Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4 on one H200: vLLM held 38.53 GiB (the log quoted in
     issue 27, which asked for this check; its thread is not in this book's sources).  On Hopper
@@ -316,16 +334,11 @@ def test_logged_weight_memory_qwen25_72b_gptq_int4_tp1():
     config.json to 29696"; a Qwen maintainer in QwenLM/Qwen2 issue #578: "The GPTQ models released by
     us is made by padding the parameters with zeros").  Format: the same page's AutoGPTQ recipe
     (group_size 128, desc_act False, sym True) at 4 bits; lm_head and embeddings stay FP16."""
-    base = json.loads((DATA / "Qwen2.5-72B-Instruct" / "config.json").read_text(encoding="utf-8"))
-    recipe = {"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": False, "static_groups": False,
-              "sym": True, "true_sequential": True, "model_name_or_path": None, "model_file_base_name": "model",
-              "quant_method": "gptq"}
-    padded = _weights_gib(dict(base, intermediate_size=29696, quantization_config=recipe), "H200", 1)
+    padded = _weights_gib(_qwen25_72b_gptq_int4(), "H200", 1)
     assert padded == pytest.approx(38.53, rel=0.05) and round(padded, 2) == 38.76          # +0.6 %
-    unpadded = _weights_gib(dict(base, quantization_config=recipe), "H200", 1)
-    assert round(unpadded, 2) == 38.64                        # the padding's 128 columns: 0.12 GiB
-    assert round(_weights_gib(dict(base, intermediate_size=29696, quantization_config=recipe), "A100-80GB-SXM", 1),
-                 2) == 38.48                                  # Marlin frees zero points and g_idx
+    assert round(_weights_gib(_qwen25_72b_gptq_int4(29568), "H200", 1), 2) == 38.64   # unpadded: 0.12 GiB less
+    assert round(_weights_gib(_qwen25_72b_gptq_int4(), "A100-80GB-SXM", 1), 2) == 38.48   # Marlin frees zp, g_idx
+    base = {k: v for k, v in _qwen25_72b_gptq_int4(29568).items() if k != "quantization_config"}
     assert round(_weights_gib(base, "H200", 1), 1) == 135.4   # the same shapes read as BF16
 
 
@@ -341,23 +354,16 @@ def test_logged_weight_memory_mixtral_gptq_tp2():
     ``g_idx`` (Machete does for attention); vLLM's fused-MoE method frees the experts' without
     act-order, 32 layers × 8 experts × (4,096 + 4,096 + 7,168) × 4 B = 0.015 GiB this count holds
     and vLLM does not (11.066 without it, -0.13 %)."""
-    raw = (DATA / "Mixtral-8x7B-v0.1-GPTQ" / "quantize_config.json").read_bytes()
-    assert len(raw) == 185                                  # the size Hugging Face lists for the file
-    qc = json.loads(raw)
-    cfg = ldf.model_config("Mixtral-8x7B").replace(quantization=quant_spec_from_config(dict(qc, quant_method="gptq")))
-    got = memory_fit(cfg, "H100-SXM", checkpoint_precision(cfg), tp=2).weights / GiB
+    assert len((DATA / "Mixtral-8x7B-v0.1-GPTQ" / "quantize_config.json").read_bytes()) == 185   # as listed
+    got = _mixtral_gptq_gib()
     assert got == pytest.approx(11.0802, rel=0.05) and round(got, 3) == 11.081             # +0.01 %
+    assert round(got - 32 * 8 * (4096 + 4096 + 7168) * 4 / GiB, 3) == 11.066      # without the experts' g_idx
 
 
 def test_readme_quotes_the_logged_checkpoints():
     readme = " ".join((pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
-    base = json.loads((DATA / "Qwen2.5-72B-Instruct" / "config.json").read_text(encoding="utf-8"))
-    recipe = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"}
-    qc = json.loads((DATA / "Mixtral-8x7B-v0.1-GPTQ" / "quantize_config.json").read_bytes())
-    mixtral = ldf.model_config("Mixtral-8x7B").replace(quantization=quant_spec_from_config(dict(qc, quant_method="gptq")))
-    got = (_weights_gib(_llama31_405b_fp8(16), "H100-SXM", 8),
-           _weights_gib(dict(base, intermediate_size=29696, quantization_config=recipe), "H200", 1),
-           memory_fit(mixtral, "H100-SXM", checkpoint_precision(mixtral), tp=2).weights / GiB)
+    got = (_weights_gib(_llama31_405b_fp8(16), "H100-SXM", 8), _weights_gib(_qwen25_72b_gptq_int4(), "H200", 1),
+           _mixtral_gptq_gib())
     assert (f"TP 8, {got[0]:.2f} GiB planned for 57.75 logged; Qwen2.5-72B-Instruct-GPTQ-Int4 on one H200, "
             f"{got[1]:.2f} for 38.53; Mixtral-8x7B-v0.1-GPTQ at TP 2, {got[2]:.2f} for 11.08") in readme
 

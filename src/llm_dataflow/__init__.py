@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 UPPER_MODULES = ("measure", "live", "ledger", "loading", "tokenization", "embedding", "model", "linear_kernels",
                  "ops", "fusion", "offload", "gemm", "memory", "roofline", "generate", "kv", "flash", "paged",
                  "collectives", "launch", "parallel", "quant", "batching", "speculative", "disagg", "published",
-                 "figures")
+                 "figures", "diagrams")
 _loaded = False
 
 

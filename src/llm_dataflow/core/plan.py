@@ -122,7 +122,8 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     (:func:`~llm_dataflow.core.serving.engine_memory`: ``memory_convention``, ``memory_fraction``,
     ``runtime_memory_bytes`` and ``runtime_memory_source``, ``memory_budget_bytes``,
     ``non_torch_bytes_per_gpu`` (approximate), ``max_num_batched_tokens``, ``kv_room_bytes_per_gpu``,
-    ``max_concurrency`` at ``context``; ``fits``, ``fit``, ``kv_room_tokens`` (the engine's whole KV
+    ``max_concurrency`` at ``context``, ``memory_terms`` (one GPU's memory term by term,
+    :meth:`~llm_dataflow.core.serving.EngineMemory.terms`: what a bar of the device draws); ``fits``, ``fit``, ``kv_room_tokens`` (the engine's whole KV
     room, blocks of 16 tokens) and ``reserve_bytes_per_gpu`` (the ``1 − fraction`` share) follow
     it), ``decode_step_s`` (lower
     bound on one GPU's share — the whole step at tp = 1: its weight reads are
@@ -219,6 +220,7 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
         "memory_budget_bytes": eng.budget, "non_torch_bytes_per_gpu": eng.non_torch,
         "max_num_batched_tokens": eng.max_num_batched_tokens, "kv_room_bytes_per_gpu": eng.kv_bytes,
         "max_concurrency": eng.max_concurrency,
+        "memory_terms": eng.terms(fit.kv),
         "decode_step_s": step,
         "binds": d.bound,
         "decode_tokens_per_s": batch * dp / step,

@@ -117,6 +117,8 @@ class EngineMemory:
         context: tokens per sequence for :attr:`max_concurrency` (0: not asked).
         demand_tokens: ``batch × context``, the tokens the asked batch holds.
         max_num_batched_tokens: tokens of the profiling forward.
+        non_torch_estimated: True when ``non_torch`` is the approximate default, False when the
+            engine's own figure was given.
         state_per_sequence: a hybrid model's fixed linear-attention state per sequence on this
             GPU (:attr:`MemoryFit.state_per_sequence <llm_dataflow.core.fit.MemoryFit>`: the
             state of the busiest pipeline stage's linear-attention layers ``/ tp``, the whole
@@ -147,6 +149,7 @@ class EngineMemory:
     demand_tokens: int
     max_num_batched_tokens: int
     state_per_sequence: float = 0.0
+    non_torch_estimated: bool = True
 
     @property
     def sequence_bytes(self) -> float:
@@ -175,6 +178,29 @@ class EngineMemory:
         if not self.state_per_sequence or not self.context:
             return self.demand_tokens <= self.kv_tokens
         return self.demand_tokens // self.context * self.sequence_bytes <= self.kv_tokens * self.kv_per_token
+
+    def terms(self, asked: float) -> list[dict]:
+        """One GPU's memory term by term, as a bar draws it (B each, in this order): ``weights``,
+        ``activations``, ``non_torch`` (``estimate``: True unless the engine's figure was given),
+        ``kv_asked`` (the KV of the asked batch that the room holds), ``kv_unmet`` (the asked KV
+        the room cannot hold), ``kv_free`` (room left), ``reserve`` (the ``1 − fraction`` share the
+        engine leaves alone).  They sum to :attr:`total` when the deployment fits, and exceed it
+        by what does not fit (``kv_unmet`` plus :attr:`over_budget`) when not.
+
+        Args:
+            asked: KV bytes the asked batch needs on this GPU (``plan``'s ``kv_bytes_per_gpu``).
+
+        Raises:
+            ValueError: ``asked`` negative or not finite.
+        """
+        if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not 0 <= asked < math.inf:
+            raise ValueError(f"asked={asked!r} is not allowed; allowed: a finite number of bytes >= 0")
+        held = min(asked, self.kv_bytes)
+        parts = (("weights", self.weights), ("activations", self.activations), ("non_torch", self.non_torch),
+                 ("kv_asked", held), ("kv_unmet", asked - held), ("kv_free", self.kv_bytes - held),
+                 ("reserve", self.total - self.budget))
+        return [{"name": n, "bytes": float(b), "estimate": n == "non_torch" and self.non_torch_estimated}
+                for n, b in parts]
 
     @property
     def reason(self) -> str:
@@ -233,6 +259,7 @@ def engine_memory(cfg, hw, dtype="bf16", *, tp: int = 1, pp: int = 1, ep: int = 
     require_positive("block_size", block_size)
     fit = memory_fit(cfg, hw, dtype, batch=batch, context=context, tp=tp, pp=pp, ep=ep, kv_dtype=kv_dtype,
                      reserve_fraction=0)
+    given = non_torch
     if non_torch is None:
         non_torch = non_torch_bytes(tp, hw)
     elif isinstance(non_torch, bool) or not isinstance(non_torch, (int, float)) or not 0 <= non_torch < math.inf:
@@ -247,4 +274,5 @@ def engine_memory(cfg, hw, dtype="bf16", *, tp: int = 1, pp: int = 1, ep: int = 
     return EngineMemory("SGLang mem_fraction_static" if sglang else "vLLM gpu_memory_utilization", frac, total,
                         source, budget, fit.weights, act, non_torch, max(room, 0.0), max(-room, 0.0),
                         fit.kv_per_token, block_size, tokens,
-                        context, batch * context, max_num_batched_tokens, fit.state_per_sequence)
+                        context, batch * context, max_num_batched_tokens, fit.state_per_sequence,
+                        non_torch_estimated=given is None)

@@ -3,10 +3,11 @@
 Reference behaviour: vLLM refuses a prompt holding an ID outside the model's vocabulary before
 scheduling it — "Token id {id} is out of vocabulary" (vllm-project/vllm, ``InputProcessor.
 _validate_model_input``; PR #22471 bounds it by the model's vocab_size, PR #51795 adds negative
-IDs) — and SGLang likewise, negative IDs included (sgl-project/sglang PR #15963; PR #35903 calls
-the check for every request).  Without the check the book's decoder fails inside
+IDs) — and SGLang's tokenizer manager has the same check, ``_validate_input_ids_in_vocab``
+(negative IDs in sgl-project/sglang PR #15963; a call on every request in PRs #31908 and #35903,
+whose description gives the failure below on a GPU).  Without the check the book's decoder fails inside
 ``nn.Embedding`` with ``IndexError: index out of range in self`` (on a GPU, a device-side assert
-that poisons the CUDA context, as SGLang PR #35903 describes).
+that poisons the CUDA context).
 """
 import pytest
 import torch

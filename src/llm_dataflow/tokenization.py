@@ -534,8 +534,9 @@ def check_token_ids(ids, vocab_size: int, field: str = "input_ids") -> None:
     An ID ``>= V`` makes ``torch.nn.Embedding`` raise ``IndexError: index out of range in self``
     on a CPU and a device-side assert on a GPU; a negative one is the same error in PyTorch.  vLLM
     refuses such a prompt before scheduling it ("Token id … is out of vocabulary",
-    vllm-project/vllm PR #22471 bounds it by the model's vocabulary, PR #51795 adds negative IDs),
-    and SGLang likewise (sgl-project/sglang PR #15963, negative IDs; PR #35903 wires it in).
+    vllm-project/vllm PR #22471 bounds it by the model's vocabulary, PR #51795 adds negative IDs);
+    SGLang's tokenizer manager has the same check (``_validate_input_ids_in_vocab``; negative IDs
+    in sgl-project/sglang PR #15963, a call on every request in PRs #31908 and #35903).
 
     Args:
         ids: a tensor of any shape (``[B, T]`` for a batch), ``torch.int32`` or ``torch.int64``,

@@ -372,6 +372,8 @@ def render_chat(messages: list[dict], add_generation_prompt: bool | None = None,
             ``bos_token`` defaults to ``"<|begin_of_text|>"`` (the book's tokenizer).
         tokenizer_config: ``tokenizer_config.json`` (dict, file or folder): its special tokens
             (strings or ``AddedToken`` dicts) and its chat template are used.
+        tools, documents: lists of dicts (tools as JSON schemas; transformers also converts
+            Python functions to schemas, which render_chat refuses).
         continue_final_message: leave the final message open so the model continues it (assistant
             prefill): ``True`` continues its ``content``, a string names the field (e.g.
             ``"reasoning_content"``).  The text is cut where that message's text ends, as

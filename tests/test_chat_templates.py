@@ -499,3 +499,142 @@ def test_template_files_beside_the_config_take_priority(tmp_path, bpe):
             tok.apply_chat_template(BASIC, tokenize=False, add_generation_prompt=True, **kw)
     with pytest.raises(ValueError, match="no tokenizer_config.json there"):
         ldf.render_chat(BASIC, tokenizer_config=tmp_path / "missing")
+
+
+# --- issue 44: template resolution, prefill, reasoning fields as transformers 5.24 -----------------
+# Reference: transformers 5.24, tokenization_utils_base.py (apply_chat_template, get_chat_template)
+# and utils/chat_template_utils.py (render_jinja_template, _alias_reasoning_fields).
+
+def test_base_model_config_without_template_is_refused_like_transformers(bpe, tmp_path):
+    """A base model's tokenizer_config.json holds special tokens only (Mistral-7B-v0.1's shape:
+    bos/eos/unk, no chat_template).  It used to render with the book's Llama-3 template, silently;
+    transformers refuses (its silent default templates went in PR #30346, huggingface/transformers)."""
+    import json
+
+    from transformers import PreTrainedTokenizerFast
+
+    cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    with pytest.raises(ValueError, match="tokenizer.chat_template is not set"):
+        PreTrainedTokenizerFast(tokenizer_object=bpe, **cfg).apply_chat_template(BASIC, tokenize=False)
+    with pytest.raises(ValueError, match="the tokenizer_config dict has no chat_template.*pass template="):
+        ldf.render_chat(BASIC, tokenizer_config=cfg)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer_config.json'} has no chat_template"):
+        ldf.render_chat(BASIC, tokenizer_config=tmp_path)
+    # the explicit way out: pass the template (the special tokens still come from the config)
+    assert ldf.render_chat(BASIC, False, MISTRAL_V02, tokenizer_config=cfg).startswith("<s>[INST] Hello [/INST]")
+
+
+def test_named_templates_are_chosen_as_transformers_chooses(bpe):
+    """[{"name": "default"}, {"name": "tool_use"}] (Hermes' and Command-R's shape): tools pick
+    ``tool_use`` (huggingface/transformers PR #31429), a name picks that one, else ``default``."""
+    from transformers import PreTrainedTokenizerFast
+
+    named = [{"name": "default", "template": MISTRAL_V02}, {"name": "tool_use", "template": MISTRAL_NEMO}]
+    cfg = dict(TOKENS["MISTRAL_NEMO"], chat_template=named)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, **cfg)
+    for kw, starts in (({}, "<s>[INST] Hello [/INST]"), ({"tools": [TOOL]}, "<s>[INST]Hello[/INST]"),
+                       ({"tools": []}, "<s>[INST]Hello[/INST]"),    # `tools is not None`, as transformers
+                       ({"template_name": "tool_use"}, "<s>[INST]Hello[/INST]"),
+                       ({"template_name": "default", "tools": [TOOL]}, "<s>[INST] Hello [/INST]")):
+        hf_kw = {"chat_template" if k == "template_name" else k: v for k, v in kw.items()}
+        want = tok.apply_chat_template(BASIC, tokenize=False, **hf_kw)
+        assert ldf.render_chat(BASIC, False, tokenizer_config=cfg, **kw) == want and want.startswith(starts)
+    # no default and no tools: both refuse to pick
+    only = dict(cfg, chat_template=named[1:])
+    with pytest.raises(ValueError, match="no default specified"):
+        PreTrainedTokenizerFast(tokenizer_object=bpe, **only).apply_chat_template(BASIC, tokenize=False)
+    with pytest.raises(ValueError, match="none is named 'default'; pass template_name= one of: tool_use"):
+        ldf.render_chat(BASIC, False, tokenizer_config=only)
+    # a name on a single template is refused (transformers would render the name as Jinja source)
+    with pytest.raises(ValueError, match="template_name='tool_use' is not allowed: .* a single chat template"):
+        ldf.render_chat(BASIC, tokenizer_config=tokenizer_config("MISTRAL_NEMO"), template_name="tool_use")
+
+
+def test_empty_conversation_is_refused_like_transformers(bpe):
+    with pytest.raises(ValueError, match="empty conversation"):
+        hf_tokenizer(bpe, "LLAMA32").apply_chat_template([], chat_template=LLAMA32, tokenize=False)
+    with pytest.raises(ValueError, match=r"messages=\[\] is not allowed: an empty conversation"):
+        ldf.render_chat([])      # used to render a bare generation prompt
+
+
+PREFILL = BASIC + [{"role": "assistant", "content": "I am"}]
+
+
+@pytest.mark.parametrize("name", ["MISTRAL_V02", "LLAMA32", "QWEN3", "GEMMA2"])
+def test_continue_final_message_leaves_the_turn_open(bpe, name):
+    """Assistant prefill (huggingface/transformers PR #33198; TGI and vLLM's chat API expose the
+    same flag): the final message is cut where its text ends, with no end-of-turn token."""
+    extra = {"date_string": "26 Jul 2024"} if name == "LLAMA32" else {}
+    want = hf_tokenizer(bpe, name).apply_chat_template(PREFILL, chat_template=TEMPLATES[name], tokenize=False,
+                                                       continue_final_message=True, **extra)
+    got = ldf.render_chat(PREFILL, tokenizer_config=tokenizer_config(name), continue_final_message=True, **extra)
+    assert got == want and got.endswith("I am")
+    closed = ldf.render_chat(PREFILL, False, tokenizer_config=tokenizer_config(name), **extra)
+    assert closed.startswith(got) and len(closed) > len(got)   # the closed turn adds its end-of-turn marker
+
+
+def test_continue_final_message_on_the_books_template():
+    """The book's template: the open turn is the closed one minus its ``<|eot_id|>``."""
+    closed = ldf.render_chat(PREFILL, add_generation_prompt=False)
+    open_ = ldf.render_chat(PREFILL, continue_final_message=True)
+    assert closed == open_ + "<|eot_id|>" and open_.endswith("<|start_header_id|>assistant<|end_header_id|>\n\nI am")
+
+
+def test_continue_final_message_errors_match_transformers(bpe):
+    tok = hf_tokenizer(bpe, "MISTRAL_V02")
+    cases = [  # (messages, kwargs, transformers' message, ours)
+        (PREFILL, {"add_generation_prompt": True}, "not compatible", "not allowed together"),
+        (BASIC[:1] + [{"role": "assistant", "content": "x"}], {"continue_final_message": "reasoning_content"},
+         'no "reasoning_content" to continue', "has no 'reasoning_content' to continue"),
+        (BASIC[:1] + [{"role": "assistant", "content": "x", "reasoning": "r"}],
+         {"continue_final_message": "reasoning_content"}, "not an accepted field", "never reads"),
+    ]
+    for messages, kw, theirs, ours in cases:
+        kw = {"continue_final_message": True, **kw}
+        with pytest.raises(ValueError, match=theirs):
+            tok.apply_chat_template(messages, chat_template=MISTRAL_V02, tokenize=False, **kw)
+        with pytest.raises(ValueError, match=ours):
+            ldf.render_chat(messages, tokenizer_config=tokenizer_config("MISTRAL_V02"), **kw)
+    drops_last = "{% for m in messages[:-1] %}{{ m['content'] }}{% endfor %}"   # reads content, drops the final one
+    with pytest.raises(ValueError, match="does not appear in the chat"):
+        tok.apply_chat_template(PREFILL, chat_template=drops_last, tokenize=False, continue_final_message=True)
+    with pytest.raises(ValueError, match="does not appear in the rendered chat"):
+        ldf.render_chat(PREFILL, template=drops_last, continue_final_message=True)
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content", "thinking"])
+def test_reasoning_reaches_the_template_under_any_name(bpe, field):
+    """vLLM's server returns reasoning as ``reasoning`` (vllm-project/vllm PR #27752, formerly
+    ``reasoning_content``); Qwen3's template reads ``reasoning_content``, gpt-oss's ``thinking``.
+    transformers 5.24 fills every name from whichever is present; so does render_chat (it used to
+    drop the reasoning whenever the names differed)."""
+    msgs = [{"role": "user", "content": "Weather in Bern?"},
+            {"role": "assistant", "content": "", field: "Call the weather tool.",
+             "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Bern"}}}]},
+            {"role": "tool", "content": "sunny"}]
+    want = hf_tokenizer(bpe, "QWEN3").apply_chat_template(msgs, chat_template=QWEN3, tools=[TOOL], tokenize=False,
+                                                          add_generation_prompt=True)
+    got = ldf.render_chat(msgs, tokenizer_config=tokenizer_config("QWEN3"), tools=[TOOL])
+    assert got == want and "<think>\nCall the weather tool.\n</think>" in got
+    gpt_oss = "{% for m in messages %}{% if m.thinking is defined %}[{{ m.thinking }}]{% endif %}{% endfor %}"
+    assert ldf.render_chat(msgs, False, gpt_oss) == "[Call the weather tool.]"
+
+
+def test_model_specific_tokens_reach_the_template(tmp_path, bpe):
+    """transformers 5.24 passes every other ``*_token`` string of tokenizer_config.json (Gemma 3's
+    ``boi_token``, ``image_token``, …) and an ``extra_special_tokens`` dict to the template."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    bpe.save(str(tmp_path / "tokenizer.json"))
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "image_token": "<img>",
+           "boi_token": {"__type": "AddedToken", "content": "<boi>", "lstrip": False, "normalized": False,
+                         "rstrip": False, "single_word": False, "special": True},
+           "extra_special_tokens": {"audio_token": "<aud>"}, "add_bos_token": True,
+           "chat_template": "{{ bos_token }}{{ boi_token }}{{ image_token }}{{ audio_token }}"
+                            "{% for m in messages %}{{ m['content'] }}{% endfor %}"}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(cfg))
+    want = AutoTokenizer.from_pretrained(str(tmp_path)).apply_chat_template(BASIC[:1], tokenize=False)
+    assert ldf.render_chat(BASIC[:1], False, tokenizer_config=tmp_path) == want == "<s><boi><img><aud>Hello"

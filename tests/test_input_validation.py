@@ -273,9 +273,9 @@ checkpoint_dir_from_env minilm_tokenizer book_corpus train_byte_bpe render_chat 
 load_model_arg run_distributed rank_device pick_backend free_port start_method disagg_worker run_disaggregated
 single_engine demo_tensor_parallel demo_pipeline_parallel demo_expert_parallel demo_context_parallel demo_all
 calculator calculator_html calculator_rows static_views_enabled hosted_install_cell use_book_style with_thousands
-plot_mountain
+plot_mountain all_diagrams write_diagrams
 plot_pipeline_timeline plot_topology published_measurements published_table read_published_rows require_positive
-require_nonnegative card_messages translate_card stamp_measuring_cells value_template""".split()
+require_nonnegative check_token_ids card_messages translate_card stamp_measuring_cells value_template""".split()
 NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n in _KERNELS},
                    **{n: "measures this machine" for n in _MEASURE},
                    **{n: "files, processes, figures, widgets or a validation helper (tested elsewhere)"

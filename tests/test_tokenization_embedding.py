@@ -68,7 +68,7 @@ def test_gather_matches_nn_embedding(B, T, V, D):
 
 def test_gather_bad_ids():
     table = torch.zeros(5, 2)
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(ValueError, match=r"ids\[0, 0\]=5 is out of vocabulary: token IDs must be in 0\.\.4 \(vocab_size=5\)"):
         ldf.embedding_gather(torch.tensor([[5]]), table)
     with pytest.raises(ValueError, match="ids.dtype"):
         ldf.embedding_gather(torch.tensor([[0.0]]), table)
@@ -81,3 +81,25 @@ def test_embedding_calc():
 
 def test_h2d_on_cpu_is_none():
     assert ldf.host_to_device_seconds(torch.zeros(4), "cpu", pinned=True) is None
+
+
+def test_ch02_prefill_cell_numbers():
+    """Every number of chapter 02's assistant-prefill cell and its paragraph (issue 44, item 5;
+    the cell is in CH02_CELL.md until it is placed): 53 IDs for the generation prompt, 67 with
+    the prefill left open (the same first 53, then 14), 68 closed (the last, 4, is <|eot_id|>),
+    and both flags refused.  The flag is transformers' ``continue_final_message`` (PR #33198), also
+    a field of vLLM's chat request (``vllm/entrypoints/openai/protocol.py``)."""
+    bpe = ldf.train_byte_bpe(vocab_size=512)            # the chapter's tokenizer and messages
+    messages = [{"role": "system", "content": "You are concise."},
+                {"role": "user", "content": "Why is decode memory-bound?"}]
+    _, ids = ldf.encode_chat(bpe, messages)
+    prefill = messages + [{"role": "assistant", "content": "Each step reads every weight"}]
+    _, open_ids = ldf.encode_chat(bpe, prefill, continue_final_message=True)
+    _, closed_ids = ldf.encode_chat(bpe, prefill, add_generation_prompt=False)
+    assert (len(ids), len(open_ids), len(closed_ids)) == (53, 67, 68)
+    assert open_ids[:53] == ids and len(open_ids) - len(ids) == 14
+    assert open_ids[53:] == [41, 69, 405, 490, 73, 84, 335, 402, 87, 309, 316, 93, 327, 331]
+    assert closed_ids[:67] == open_ids and closed_ids[-1] == 4 == bpe.token_to_id("<|eot_id|>")
+    with pytest.raises(ValueError, match="^continue_final_message and add_generation_prompt=True are not allowed "
+                                         "together:"):
+        ldf.encode_chat(bpe, prefill, add_generation_prompt=True, continue_final_message=True)

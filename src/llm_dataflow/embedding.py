@@ -9,8 +9,18 @@ import torch
 
 from .core.config import model_config
 from .core.units import GB, MB, check_dtype, dtype_bits, require_positive
+from .tokenization import check_token_ids
 
 __all__ = ["embedding_gather", "embedding_reference", "gather_bytes", "input_vs_state", "embedding_calc"]
+
+
+def _check_gather(ids, table) -> None:
+    """``table`` a ``[V, D]`` tensor and ``ids`` a tensor of IDs in ``[0, V)``, else ValueError."""
+    if not isinstance(table, torch.Tensor) or table.dim() != 2:
+        raise ValueError(f"table has shape {tuple(getattr(table, 'shape', ()))}; it must be a [V, D] tensor")
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"ids={ids!r:.60} is not allowed; give an int32 or int64 tensor [B, T]")
+    check_token_ids(ids, table.shape[0], "ids")
 
 
 def embedding_gather(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -18,14 +28,10 @@ def embedding_gather(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     ``torch.index_select`` on the flattened IDs (one row read per ID, ``D × bytes`` each).
 
     Raises:
-        ValueError: ``ids`` not integer, ``table`` not 2-D, or an ID outside ``[0, V)``.
+        ValueError: ``table`` not 2-D, ``ids`` not an int32/int64 tensor, or an ID outside
+            ``[0, V)`` (:func:`~llm_dataflow.tokenization.check_token_ids` names it, its position and V).
     """
-    if ids.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"ids.dtype={ids.dtype} is not allowed; allowed: torch.int32, torch.int64")
-    if table.dim() != 2:
-        raise ValueError(f"table has shape {tuple(table.shape)}; it must be [V, D]")
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
-        raise ValueError(f"ids hold values outside [0, V={table.shape[0]})")
+    _check_gather(ids, table)
     return torch.index_select(table, 0, ids.reshape(-1)).reshape(*ids.shape, table.shape[1])
 
 
@@ -42,7 +48,11 @@ def gather_bytes(ids: torch.Tensor, table: torch.Tensor) -> dict:
         ``{"ids", "table", "rows read", "unique rows read", "output"}``: the ID tensor, the whole
         table, rows read as issued (``B·T·D·bytes``), distinct rows (what must come from memory
         at least once) and the output ``[B, T, D]``.
+
+    Raises:
+        ValueError: as :func:`embedding_gather` (no count is made for IDs the gather would refuse).
     """
+    _check_gather(ids, table)
     row = table.shape[1] * table.element_size()
     return {"ids": ids.numel() * ids.element_size(), "table": table.numel() * table.element_size(),
             "rows read": ids.numel() * row, "unique rows read": int(torch.unique(ids).numel()) * row,

@@ -19,6 +19,7 @@ from .core.config import ModelConfig
 from .core.units import MiB, require_nonnegative, require_positive
 from .linear_kernels import LINEAR_KERNELS, LINEAR_TUNE_ROUNDS, SPLIT_MAX_ROWS, linear_choice
 from .measure import StreamKernel, TORCH_DTYPES, best_time, synchronize
+from .tokenization import check_token_ids
 
 __all__ = ["DecodeRun", "greedy_decode", "DecodeBandwidth", "decode_bandwidth", "hf_peer_model",
            "hf_greedy_decode", "time_prefill", "time_decode_step"]
@@ -65,6 +66,8 @@ def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int, *,
     per step with the KV cache; argmax picks the next token.  Nothing else runs per step — no
     logits processors, no stopping criteria, no Python-side bookkeeping beyond one slice
     assignment into a preallocated output — so on a batch-1 step the time is the weight read.
+    The prompt's IDs are checked once, before the clock starts (a serving engine checks a request
+    when it admits it); the steps feed back argmax IDs, in ``[0, V)`` by construction, unchecked.
 
     Args:
         model: an :class:`llm_dataflow.model.Decoder` (``forward(ids, cache)``, ``new_cache``).
@@ -77,11 +80,13 @@ def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int, *,
         :class:`DecodeRun` with the tokens, the prefill time and every step's time.
 
     Raises:
-        ValueError: ``max_new_tokens`` < 1 or ``input_ids`` not 2-D.
+        ValueError: ``max_new_tokens`` < 1, ``input_ids`` not a 2-D int32/int64 tensor, or an ID
+            outside ``[0, V)`` (:func:`~llm_dataflow.tokenization.check_token_ids`).
     """
     require_positive("max_new_tokens", max_new_tokens)
-    if input_ids.dim() != 2:
-        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; it must be [B, T]")
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        raise ValueError(f"input_ids={input_ids!r:.60} is not allowed; it must be a tensor [B, T]")
+    check_token_ids(input_ids, model.cfg.vocab_size)
     B, T = input_ids.shape
     dev = input_ids.device
     out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=dev)
@@ -89,7 +94,7 @@ def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int, *,
     cache = model.new_cache(B, T + max_new_tokens)
     synchronize(dev)
     t0 = time.perf_counter()
-    logits = model(input_ids, cache, last_only=True)   # prefill: [B, 1, V] (last position only)
+    logits = model(input_ids, cache, last_only=True, check_ids=False)  # prefill: [B, 1, V] (last position only)
     nxt = logits[:, -1].argmax(-1, keepdim=True)       # [B, 1]
     out[:, T:T + 1] = nxt
     synchronize(dev)
@@ -101,7 +106,7 @@ def greedy_decode(model, input_ids: torch.Tensor, max_new_tokens: int, *,
             before_step()
             synchronize(dev)
             t_prev = time.perf_counter()
-        logits = model(nxt, cache)                     # decode: [B, 1, V]; reads every weight once
+        logits = model(nxt, cache, check_ids=False)    # decode: [B, 1, V]; reads every weight once
         nxt = logits[:, -1].argmax(-1, keepdim=True)
         out[:, T + i:T + i + 1] = nxt
         if before_step is not None:
@@ -309,7 +314,9 @@ def hf_greedy_decode(model, cfg: ModelConfig, input_ids: torch.Tensor, max_new_t
         ``(tokens LongTensor [B, T + n], seconds per token)``.
 
     Raises:
-        ValueError: ``max_new_tokens`` < 2, or a config the Llama peer cannot represent.
+        ValueError: ``max_new_tokens`` < 2, an ID outside ``[0, V)`` (checked once, before any
+            timing: :func:`~llm_dataflow.tokenization.check_token_ids`), or a config the Llama peer
+            cannot represent.
     """
     import statistics
 
@@ -317,6 +324,7 @@ def hf_greedy_decode(model, cfg: ModelConfig, input_ids: torch.Tensor, max_new_t
 
     if not isinstance(max_new_tokens, int) or max_new_tokens < 2:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} is not allowed; it must be an integer >= 2")
+    check_token_ids(input_ids, cfg.vocab_size)
     require_positive("repeat", repeat)
     hf = hf_model or hf_peer_model(model, cfg)
     dev = input_ids.device
@@ -359,7 +367,9 @@ def time_prefill(model, cfg: ModelConfig, prompt_len: int, batch: int = 1, *, re
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (batch, prompt_len), generator=g).to(dev)
-    step = lambda: model(ids, model.new_cache(batch, prompt_len))  # noqa: E731
+    # IDs drawn in [0, V) here: the timed forward runs unchecked, as an engine's prefill runs
+    # after admission checked the prompt
+    step = lambda: model(ids, model.new_cache(batch, prompt_len), check_ids=False)  # noqa: E731
     step()
     _finish_linear_tuning(model, batch * prompt_len, step)
     return best_time(step, dev, repeat)
@@ -392,10 +402,10 @@ def time_decode_step(model, cfg: ModelConfig, batch: int = 1, context_len: int =
         warm = model.new_cache(batch, context_len + LINEAR_TUNE_ROUNDS * len(LINEAR_KERNELS) + 2)
         if context_len:
             warm.advance(context_len)                    # a scratch cache for the warm-up steps
-        model(tok, warm)
-        _finish_linear_tuning(model, batch, lambda: model(tok, warm))
+        model(tok, warm, check_ids=False)
+        _finish_linear_tuning(model, batch, lambda: model(tok, warm, check_ids=False))
         del warm
     cache = model.new_cache(batch, context_len + repeat + 2)
     if context_len:
         cache.advance(context_len)
-    return best_time(lambda: model(tok, cache), dev, repeat)
+    return best_time(lambda: model(tok, cache, check_ids=False), dev, repeat)  # tok drawn in [0, V)

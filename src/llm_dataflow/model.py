@@ -40,6 +40,7 @@ from torch import nn
 from .core.config import ModelConfig
 from .core.units import require_positive
 from .linear_kernels import Linear, linear
+from .tokenization import check_token_ids
 
 __all__ = [
     "Decoder", "DecoderLayer", "KVCache", "rms_norm", "rope_cos_sin", "apply_rope",
@@ -669,16 +670,18 @@ class Decoder(nn.Module):
         return KVCache(self.cfg, batch, max_len, self.dtype, self.device)
 
     # -- the forward pass, in three public steps (offload.py streams the middle one) --
-    def prepare(self, input_ids: torch.Tensor, cache=None) -> tuple[torch.Tensor, StepContext]:
+    def prepare(self, input_ids: torch.Tensor, cache=None, *,
+                check_ids: bool = True) -> tuple[torch.Tensor, StepContext]:
         """Embed ``input_ids [B, T]`` and build the :class:`StepContext` → ``(h [B, T, D], ctx)``.
 
         Raises:
-            ValueError: ``input_ids`` not 2-D integer, batch differs from the cache's, or the
-                cache would overflow.
+            ValueError: ``input_ids`` not a 2-D int32/int64 tensor or, with ``check_ids`` (one host sync), holding
+                an ID outside ``[0, V)`` (named with its ``[b, t]`` and V), a batch not the cache's, a cache overflow.
         """
-        if input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"input_ids must be an integer tensor [B, T]; got {input_ids.dtype} "
-                             f"{tuple(input_ids.shape)}")
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be an integer tensor [B, T]; got {input_ids!r:.60}")
+        if check_ids or input_ids.dtype not in (torch.int64, torch.int32):
+            check_token_ids(input_ids, self.cfg.vocab_size)  # dtype, then every ID in [0, V)
         B, T = input_ids.shape
         dev = input_ids.device
         if cache is None:
@@ -742,17 +745,19 @@ class Decoder(nn.Module):
             h = h[:, -1:]
         return linear(self.model.norm(h), self.output_weight)
 
-    def forward(self, input_ids: torch.Tensor, cache=None, *, last_only: bool = False) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, cache=None, *, last_only: bool = False,
+                check_ids: bool = True) -> torch.Tensor:
         """Logits for ``input_ids [B, T]`` → ``[B, T, V]`` (``[B, 1, V]`` with ``last_only``).
 
         Without a cache, positions are ``0 … T-1``.  With one, positions continue from each
         row's stored length, K/V are written into it and its lengths advance by ``T``: prefill is
         a forward over the prompt with an empty cache, decode a forward over ``[B, 1]``.
+        ``check_ids=False`` skips the ID check, for a loop feeding back its own argmax (in ``[0, V)``).
 
         Raises:
             ValueError: see :meth:`prepare`.
         """
-        h, ctx = self.prepare(input_ids, cache)
+        h, ctx = self.prepare(input_ids, cache, check_ids=check_ids)
         for layer in self.model.layers:
             h = layer(h, ctx, cache)
         if cache is not None:
@@ -768,10 +773,13 @@ class Decoder(nn.Module):
         (the quadratic baseline of chapter 06).
 
         Raises:
-            ValueError: ``max_new_tokens`` < 0.
+            ValueError: ``max_new_tokens`` < 0; ``input_ids`` as :meth:`prepare` refuses them.
         """
         if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens={max_new_tokens!r} is not allowed; it must be an integer >= 0")
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be an integer tensor [B, T]; got {input_ids!r:.60}")
+        check_token_ids(input_ids, self.cfg.vocab_size)  # once: the steps feed back argmax IDs, in [0, V)
         out = torch.empty(input_ids.shape[0], input_ids.shape[1] + max_new_tokens, dtype=input_ids.dtype,
                           device=input_ids.device)
         T0 = input_ids.shape[1]
@@ -779,14 +787,14 @@ class Decoder(nn.Module):
         if max_new_tokens == 0:
             return out
         cache = self.new_cache(input_ids.shape[0], T0 + max_new_tokens) if use_cache else None
-        nxt = self(input_ids, cache, last_only=True)[:, -1].argmax(-1)
+        nxt = self(input_ids, cache, last_only=True, check_ids=False)[:, -1].argmax(-1)
         for t in range(max_new_tokens):
             out[:, T0 + t] = nxt
             if t == max_new_tokens - 1:
                 break
             if use_cache:
-                logits = self(out[:, T0 + t:T0 + t + 1], cache)
+                logits = self(out[:, T0 + t:T0 + t + 1], cache, check_ids=False)
             else:
-                logits = self(out[:, :T0 + t + 1], last_only=True)
+                logits = self(out[:, :T0 + t + 1], last_only=True, check_ids=False)
             nxt = logits[:, -1].argmax(-1)
         return out

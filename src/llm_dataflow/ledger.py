@@ -13,7 +13,9 @@ Assumptions (stated so a reader can change them): attention reads each K/V byte 
 forward pass (an idealisation: FlashAttention-2 streams K/V once per block of queries, and
 FlashAttention-1 reads K/V once but re-reads Q and O once per K/V block); the residual
 stream between layers is written once and read once per layer (everything inside a layer fused,
-which no engine fully achieves: QKV and MLP intermediates also round-trip HBM); logits are FP32
+which no engine fully achieves: QKV and MLP intermediates also round-trip memory), and those rows
+are charged to HBM although a tensor this small (D elements per token) is usually read back from
+L2 by the next kernel, so they are an upper bound on physical HBM traffic; logits are FP32
 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
 Weights read per pass come from :func:`llm_dataflow.core.accounting.weight_bytes_read`: the embedding
 table is gathered (only the rows of the pass's tokens), and an MoE reads only the experts its

@@ -49,6 +49,9 @@ def test_opening_answer():
     t = ldf.movement_totals(rows)
     assert f"{t['HBM→on-chip'] / sum(t.values()):.0%}" == "99%"      # "99 % of all the bytes"
     assert round(t["HBM→on-chip"] / t["host→device"]) == 128
+    # "re-reading the weights alone is 97 %" (prefill's pass and the 127 decode steps)
+    weights = sum(r.total for r in rows if r.movement == "HBM→on-chip" and r.item.startswith("weights"))
+    assert f"{weights / sum(t.values()):.0%}" == "97%"
     step = next(r for r in rows if r.item == "weights (once per step)")
     assert round(step.bytes_each / 1e9, 1) == 13.2 and round(step.bytes_each / 3.35e12 * 1e3, 1) == 3.9
 

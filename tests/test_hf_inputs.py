@@ -85,6 +85,10 @@ def hf_view(hc) -> dict:
         out.update(n_routed_experts=hc.num_local_experts, n_experts_per_token=hc.num_experts_per_tok,
                    moe_d_ff=hc.moe_intermediate_size, norm_topk_prob=hc.norm_topk_prob,
                    dense_layers=tuple(i for i in range(L) if not moe[i]))
+    if mt == "glm4_moe":   # Glm4MoeDecoderLayer: dense below first_k_dense_replace, then Glm4MoeMoE
+        out.update(n_routed_experts=hc.n_routed_experts, n_experts_per_token=hc.num_experts_per_tok,
+                   n_shared_experts=hc.n_shared_experts, moe_d_ff=hc.moe_intermediate_size,
+                   dense_layers=tuple(range(min(hc.first_k_dense_replace, L))), norm_topk_prob=hc.norm_topk_prob)
     if mt == "deepseek_v3":
         out.update(n_routed_experts=hc.n_routed_experts, n_experts_per_token=hc.num_experts_per_tok,
                    n_shared_experts=hc.n_shared_experts, moe_d_ff=hc.moe_intermediate_size,
@@ -207,6 +211,10 @@ MINIMAL = {
                          num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0, kv_lora_rank=16,
                          q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12,
                          attention_bias=True, n_shared_experts=2)],
+    "glm4_moe": [dict(SMALL, num_key_value_heads=2, moe_intermediate_size=32, n_routed_experts=8, num_experts_per_tok=2),
+                 dict(SMALL, num_key_value_heads=2, head_dim=24, moe_intermediate_size=32, n_routed_experts=8,
+                      num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=2, attention_bias=True,
+                      use_qk_norm=True, n_group=2, topk_group=1, routed_scaling_factor=2.5, partial_rotary_factor=0.25)],
 }
 # today's families (issue 27): tiny shapes of each layer pattern
 LLAMA4 = dict(SMALL, num_hidden_layers=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,

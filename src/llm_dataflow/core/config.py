@@ -90,6 +90,10 @@ class ModelConfig:
     read from ``quantization_config`` by :func:`~llm_dataflow.core.quantization.quant_spec_from_config`),
     ``None`` for an unquantised checkpoint; ``plan`` sizes the weights in it unless told otherwise.
 
+    ``hf_defaulted``: the ``config.json`` keys :meth:`from_hf` found absent and filled with
+    transformers' class defaults (``plan`` refuses a config that omits a shape it sizes, and
+    shows the others as warnings); ``()`` for a preset.
+
     ``unmodelled``: ``{config.json key: value}`` for settings that change the forward pass but no
     byte or FLOP count (e.g. Gemma 2's ``attn_logit_softcapping``); ``None`` when there are none.
     Calculators ignore them; :class:`~llm_dataflow.model.Decoder` refuses a config that has any.
@@ -158,6 +162,8 @@ class ModelConfig:
     unmodelled: dict | None = field(default=None, hash=False)
     # the checkpoint's weight format, from config.json's quantization_config (None: unquantised)
     quantization: QuantSpec | None = None
+    # config.json keys that were absent and filled with transformers' defaults (not part of the hash)
+    hf_defaulted: tuple = field(default=(), compare=False, hash=False)
     source: str = ""
     published_params: int | None = None
     published_active_params: int | None = None
@@ -397,6 +403,8 @@ class ModelConfig:
         cfg = config_from_hf(cls, config, name)
         text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
         qc = config.get("quantization_config", config.get("compression_config", text.get("quantization_config")))
+        if qc is None:      # MLX (mlx_lm) writes its block as "quantization": {"group_size", "bits"}
+            qc = config.get("quantization")
         if qc is None:
             return cfg
         q = quant_spec_from_config(qc, config.get("torch_dtype", config.get("dtype")))

@@ -29,8 +29,8 @@ what changes between versions, and from which version (:meth:`EngineSpec.rules`)
   (:func:`sglang_preload_bytes`).  A sliding-window hybrid gets two pools in the ratio
   ``swa_full_tokens_ratio`` (``set_num_token_hybrid``, ``model_runner.py``).
 
-All figures are estimates built on logged numbers, not bounds: the memory outside torch moved by
-up to 7 GiB between vLLM versions at the same TP degree (:data:`NON_TORCH_LOGS`).
+All figures are estimates built on logged numbers, not bounds: the memory outside torch has been
+logged from 0.16 to 7.16 GiB per GPU, by version and TP degree (:data:`NON_TORCH_LOGS`).
 """
 from __future__ import annotations
 
@@ -70,9 +70,9 @@ VLLM_BLOCK_SIZE = 16
 #: ``swa × n_swa + full × n_full = tokens × L`` with ``swa = ratio × full``).
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
 #: One line for every printed KV room: what kind of number it is.
-ESTIMATE_NOTE = ("an estimate built on logged figures, not a bound: the memory outside torch alone moved by up to "
-                 "7 GiB between vLLM versions at one TP degree, and CUDA graph pools logged 0.13-1.85 GiB, so "
-                 "expect the KV room within about 10 % of the engine's, and check its startup log")
+ESTIMATE_NOTE = ("an estimate built on logged figures, not a bound: the memory outside torch has been logged from "
+                 "0.16 to 7.16 GiB per GPU by version and TP degree, CUDA graph pools from 0.13 to 1.85 GiB; the "
+                 "logs the tests check land within 10 %, so expect about that, and check your engine's startup log")
 
 _PR10511 = "vllm-project/vllm PR #10511 (comment of 2024-12-13: vllm serve meta-llama/Meta-Llama-3-8B, H100 80GB)"
 _R1 = ("a published deployment note of 2025-03-15 (vLLM 0.7.3, DeepSeek-R1 FP8 on 8 x H200; quoted in "
@@ -373,7 +373,20 @@ def kv_layout(kinds, room: float, context: int, engine=None, *, block_size: int 
     require_positive("max_num_batched_tokens", max_num_batched_tokens)
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise ValueError(f"context={context!r} is not allowed; allowed: an integer >= 0")
+    if not isinstance(kinds, (list, tuple)) or not all(
+            isinstance(x, tuple) and len(x) == 4 and isinstance(x[0], str) and isinstance(x[1], int)
+            and isinstance(x[2], (int, float)) and x[1] >= 0 and x[2] >= 0 and (x[3] is None or isinstance(x[3], int))
+            for x in kinds):
+        raise ValueError(f"kinds={kinds!r} is not allowed; give [(kind, layers, bytes per token per layer, window)]")
+    if (isinstance(state_per_sequence, bool) or not isinstance(state_per_sequence, (int, float))
+            or not 0 <= state_per_sequence < math.inf):
+        raise ValueError(f"state_per_sequence={state_per_sequence!r} is not allowed; allowed: a finite number >= 0")
+    if isinstance(swa_full_tokens_ratio, bool) or not isinstance(swa_full_tokens_ratio, (int, float)) or not (
+            0 < swa_full_tokens_ratio < math.inf):
+        raise ValueError(f"swa_full_tokens_ratio={swa_full_tokens_ratio!r} is not allowed; allowed: a number > 0")
     attn = [(k, n, b, w) for k, n, b, w in kinds if k != "linear_attention" and n and b]
+    if any(k in ("sliding_attention", "chunked_attention") and (w is None or w < 1) for k, _, _, w in attn):
+        raise ValueError(f"kinds={kinds!r} is not allowed; a sliding or chunked layer needs its window (>= 1)")
     if not attn:
         raise ValueError("kinds has no attention layer with KV bytes; a model without a KV cache is not planned here")
     mixed = len({(k, w) for k, _, _, w in attn}) > 1

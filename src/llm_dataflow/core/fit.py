@@ -193,6 +193,8 @@ class MemoryFit:
         return self.engine.graphs_in_budget
 
     def _room(self, graphs: bool = True) -> float:
+        if self.engine.name == "sglang":     # its budget is a share of what was free before loading
+            return self.budget - self.weights
         g = self.cuda_graphs if graphs and self.graphs_in_budget else 0.0
         return self.budget - self.weights - self.activations - self.non_torch - g
 
@@ -234,8 +236,13 @@ class MemoryFit:
 
     @property
     def kv_left_tokens(self) -> int:
-        """Tokens (at :attr:`kv_per_token`) left in the room beside the asked batch (0 when none)."""
-        return max(0, math.floor((self.kv_bytes - self.kv_allocated) / self.kv_per_token)) if self.kv_per_token else 0
+        """Tokens left in the room beside the asked batch, in the engine's whole blocks at
+        :attr:`kv_per_token` (:attr:`kv_tokens` at context 0; 0 when none is left)."""
+        if self.layout is None or not self.kv_per_token:
+            return 0
+        whole = self.layout.units * self.layout.unit_bytes
+        left = math.floor((whole - self.kv_allocated) / self.kv_per_token)
+        return max(0, min(left, self.kv_tokens))
 
     @property
     def demand_tokens(self) -> int:

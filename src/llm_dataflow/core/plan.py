@@ -25,6 +25,7 @@ from .accounting import kv_bytes, weight_bytes
 from .config import MODEL_PRESETS, ModelConfig, as_model_config, model_config, param_count
 from .fit import memory_fit
 from .formats import KV_DTYPES, WEIGHT_FORMATS, precision_plan
+from .hf_config import HF_CONFIG_DEFAULTS
 from .hardware import DEPLOYMENT_HARDWARE, HARDWARE, REFERENCE_HARDWARE, HardwareSpec, custom_hardware
 from .hardware import hardware as hw_preset
 from .kv import kv_token_bytes, state_bytes_per_sequence, state_dtype_for
@@ -117,9 +118,14 @@ def config_warnings(cfg: ModelConfig) -> list:
         ValueError: ``cfg`` neither a ModelConfig nor a preset name.
     """
     cfg = as_model_config(cfg)
-    if not cfg.hf_defaulted:
+    table = HF_CONFIG_DEFAULTS.get(cfg.model_type, {})
+    # a key whose class default is None or derived (head_dim, layer_types, ...) is computed from the
+    # others when absent, as the published configs of many models rely on: not worth a warning
+    keys = [k for k in cfg.hf_defaulted
+            if table.get(k.removeprefix("text_config."), (0,))[0] not in (None, "derived")]
+    if not keys:
         return []
-    return [f"config.json omits {', '.join(cfg.hf_defaulted)}: planned with transformers' defaults for "
+    return [f"config.json omits {', '.join(keys)}: planned with transformers' defaults for "
             f"model_type {cfg.model_type!r}; check that they are this model's"]
 
 

@@ -189,9 +189,9 @@ class EngineSpec:
 _VERSION = re.compile(r"v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?(?:[.+\-_a-z0-9]*)?")
 
 
-def engine_spec(engine="vllm", version=None) -> EngineSpec:
+def engine_spec(engine="vllm", engine_version=None) -> EngineSpec:
     """The :class:`EngineSpec` of ``engine`` (``"vllm"`` or ``"sglang"``, or an EngineSpec returned
-    as given) at ``version`` (``"0.21"``, ``"v0.7.3"``, ``"0.10.1.post1"``; default
+    as given) at ``engine_version`` (``"0.21"``, ``"v0.7.3"``, ``"0.10.1.post1"``; default
     :data:`DEFAULT_ENGINE_VERSIONS`).
 
     Raises:
@@ -202,10 +202,11 @@ def engine_spec(engine="vllm", version=None) -> EngineSpec:
     if not isinstance(engine, str) or engine.lower() not in ENGINES:
         raise ValueError(f"engine={engine!r} is not allowed; allowed: {', '.join(ENGINES)}")
     engine = engine.lower()
-    text = DEFAULT_ENGINE_VERSIONS[engine] if version is None else version
+    text = DEFAULT_ENGINE_VERSIONS[engine] if engine_version is None else engine_version
     m = _VERSION.fullmatch(text.strip().lower()) if isinstance(text, str) else None
     if m is None:
-        raise ValueError(f"engine_version={version!r} is not allowed; give MAJOR.MINOR[.PATCH], e.g. 0.21 or 0.7.3")
+        raise ValueError(f"engine_version={engine_version!r} is not allowed; give MAJOR.MINOR[.PATCH], e.g. 0.21 "
+                         "or 0.7.3")
     return EngineSpec(engine, tuple(int(g) for g in m.groups() if g is not None))
 
 

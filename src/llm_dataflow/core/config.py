@@ -328,7 +328,11 @@ class ModelConfig:
         to a folder holding it), reading it the way transformers 5.24 does.
 
         Supported ``model_type``: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, phi3,
-        gpt2, deepseek_v3; today's families gemma3_text, llama4_text, gpt_oss, qwen3_next; and the
+        gpt2, deepseek_v3; today's families gemma3_text, llama4_text, gpt_oss, qwen3_next, glm4_moe
+        (GLM-4.5/4.6: dense layers below ``first_k_dense_replace``, then routed experts behind a
+        biased sigmoid router with one shared expert), qwen2_moe (Qwen1.5/Qwen2-MoE: a sigmoid-gated
+        shared expert, q/k/v biases from ``qkv_bias``), granite (Llama's layers with four
+        multipliers, kept in ``unmodelled``); and the
         multimodal gemma3, llama4, mistral3, whose language model is read from ``text_config``
         (the outer ``tie_word_embeddings`` decides the tying, as in transformers) and whose vision
         tower + projector are counted into ``vision_params`` (not into :func:`param_count`).
@@ -494,7 +498,7 @@ def _require_config(cfg) -> None:
 
 #: (MLP module, router, shared expert) names where transformers' class differs from Qwen3-MoE's.
 _MOE_NAMES = {"llama4_text": ("feed_forward", "router", "shared_expert"), "gpt_oss": ("mlp", "router", "shared_experts"),
-              "qwen3_next": ("mlp", "gate", "shared_expert")}
+              "qwen3_next": ("mlp", "gate", "shared_expert"), "qwen2_moe": ("mlp", "gate", "shared_expert")}
 
 
 @functools.lru_cache(maxsize=256)  # calculators evaluate whole grids of presets

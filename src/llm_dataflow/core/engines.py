@@ -356,6 +356,11 @@ def kv_layout(kinds, room: float, context: int, engine=None, *, block_size: int 
     layer; one whose every layer slides keeps its window.  A linear-attention state is charged
     as its bytes over a unit (vLLM pads it and the attention pages to one page size: approximate).
 
+    vLLM's "GPU KV cache size" is read here as ``blocks // groups × block_size`` (001cabc1); later
+    versions print ``max_concurrency × max_model_len`` instead (vllm-project/vllm issue #51041
+    quotes ``_report_kv_cache_config``), which differs where a group's blocks do not grow with the
+    context.
+
     SGLang: one token in every layer is the unit (``profile_max_num_token``'s ``cell_size``);
     a sliding-window hybrid splits ``tokens × L`` token-layers into a full pool of ``full`` and
     a sliding pool of ``ratio × full`` tokens per layer (``set_num_token_hybrid``); a sequence of
@@ -452,4 +457,6 @@ def _sglang_layout(attn, room, context, state, ratio) -> KVLayout:
         groups.append({"kind": kind, "layers": n, "tokens_per_sequence": context,
                        "bytes_per_sequence": float(context * b * n)})
     per = context + (state / cell if state and context else 0.0) if context else 0.0
-    return KVLayout("SGLang: one pool, a token in every layer", float(cell), tokens, tokens, per, tuple(groups))
+    rule = "SGLang: one pool, a token in every layer" + (
+        "; the sliding layers counted at the whole context (an estimate: no full layer to pool apart)" if swa else "")
+    return KVLayout(rule, float(cell), tokens, tokens, per, tuple(groups))

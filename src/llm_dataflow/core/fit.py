@@ -8,6 +8,7 @@ cache and how the cache is laid out come from :mod:`llm_dataflow.core.engines` (
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -453,7 +454,10 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     if ep > 1:
         rules.append(f"ep={ep}: {cfg.n_routed_experts // ep} whole experts per GPU, ep = tp × dp")
     if p.quant is not None and p.quant.engine_changes:
-        p = PrecisionPlan(p.weights, p.quant.as_loaded(hw.architecture), p.kv, p.activations, p.compute, p.name)
+        q = p.quant
+        if spec.name != "vllm" and "mxfp4_moe" in q.engine_changes:   # vLLM's MXFP4 kernels' layout only
+            q = dataclasses.replace(q, engine_changes=tuple(c for c in q.engine_changes if c != "mxfp4_moe"))
+        p = PrecisionPlan(p.weights, q.as_loaded(hw.architecture), p.kv, p.activations, p.compute, p.name)
     weights, stages = _stage_weights(cfg, p, tp, pp, ep)
     lo, hi = max(stages, key=lambda r: r[1] - r[0])
     layer_share = (hi - lo) / cfg.n_layers

@@ -163,9 +163,24 @@ def plan_report(cfg: ModelConfig, hardware: str, *, tp: int = 1, ep: int = 1, ba
     ``runtime_memory_bytes`` and ``runtime_memory_source``, ``memory_budget_bytes``,
     ``non_torch_bytes_per_gpu`` (approximate), ``max_num_batched_tokens``, ``kv_room_bytes_per_gpu``,
     ``max_concurrency`` at ``context``, ``memory_terms`` (one GPU's memory term by term,
-    :meth:`~llm_dataflow.core.serving.EngineMemory.terms`: what a bar of the device draws); ``fits``, ``fit``, ``kv_room_tokens`` (the engine's whole KV
-    room, blocks of 16 tokens) and ``reserve_bytes_per_gpu`` (the ``1 − fraction`` share) follow
-    it), ``decode_step_s`` (lower
+    :meth:`~llm_dataflow.core.fit.MemoryFit.terms`: ``weights``, ``activations``, ``non_torch``,
+    ``cuda_graphs``, ``kv_asked``, ``kv_unmet``, ``kv_free``, ``reserve``, each ``{name, bytes,
+    estimate}``: what a bar of the device draws; they sum to ``runtime_memory_bytes`` when the
+    deployment fits); ``fits``, ``fit``, ``kv_room_tokens`` (the engine's whole KV
+    room as it logs it, whole blocks) and ``reserve_bytes_per_gpu`` (the ``1 − fraction`` share) follow
+    it).  Issue 42 added: ``engine`` and ``engine_version`` (whose convention), ``engine_rules`` (what
+    that version does, one line each), ``fits_eager`` (the verdict with ``--enforce-eager``),
+    ``kv_left_tokens`` (room left beside the batch), ``kv_allocated_bytes_per_gpu`` (the KV the engine
+    sets aside for the batch, by its blocks), ``non_torch_source`` and ``non_torch_estimate`` (where
+    the figure comes from; False when given), ``cuda_graph_bytes_per_gpu``, ``cuda_graph_source``,
+    ``cuda_graphs_in_budget`` (vLLM from 0.21), ``enforce_eager``, ``max_num_seqs``, ``kv_layout``
+    (the engine's layout in words), ``kv_groups`` (per kind of layer: ``kind``, ``layers``,
+    ``tokens_per_sequence``, ``bytes_per_sequence``), ``kv_room_note`` (that the room is an
+    estimate, and how far off it can be), ``max_model_len_limit`` (the model's positions),
+    ``warnings`` (config.json keys planned with defaults, a context beyond the positions: the page
+    shows them), ``prefill_one_prompt_s`` and ``prefill_one_prompt_binds`` (one prompt's prefill
+    bound, the floor of its TTFT; ``prefill_s`` is the whole batch's), ``published_tp_matched``
+    (the band's rows have the deployment's TP degree); ``decode_step_s`` (lower
     bound on one GPU's share — the whole step at tp = 1: its weight reads are
     :func:`~llm_dataflow.core.accounting.weight_bytes_read` with ``tp``/``ep``, replicated tensors such as MLA's
     down-projections and the routers whole, the rest ``1/tp``; its FLOPs those of the same shares,

@@ -356,7 +356,9 @@ class MemoryFit:
         if not self.graphs_fit:
             return (f"does not fit with CUDA graphs: their pool ({g(self.cuda_graphs)}) exceeds the "
                     f"{g(self.reserve)} left outside the budget; fits with --enforce-eager: {room}{tail}")
-        asked = (f"{self.batch:,} × {self.context:,} tokens ({g(self.kv_allocated)}) in " if self.context
+        state = (f" + the state of {self.batch:,} sequences ({g(self.batch * self.state_per_sequence)})"
+                 if self.state_per_sequence and self.context else "")
+        asked = (f"{self.batch:,} × {self.context:,} tokens{state} ({g(self.kv_allocated)}) in " if self.context
                  else "room for ")
         return f"fits: {asked}{room}{tail}"
 

@@ -417,3 +417,15 @@ def test_readme_quotes_the_engine_model():
     v1 = [f"{ldf.non_torch_estimate(tp, 'H100-SXM').bytes / GiB:.2f}" for tp in (1, 2, 4)]
     assert f"NVLink parts {v1[0]}, {v1[1]} and {v1[2]} GiB at TP 1, 2 and 4" in readme
     assert f"default {engines.VLLM_CUDA_GRAPH_BYTES / GiB:.2f} GiB" in readme
+
+
+def test_chapter06_calculator_shows_the_plans_layout():
+    """Chapter 06's calculator shows what ``plan`` computes: vLLM's tokens per sequence by layer kind and
+    the sequences one H200 holds (Mistral-7B at 32,768 tokens: its 4,096-token window kept as 12,304)."""
+    r = ldf.kv_cache_report("Mistral-7B-v0.1", 32768)
+    p = _json("Mistral-7B-v0.1", "--hardware", "H200", "--context", "32768")
+    assert r["vLLM sets aside per sequence"] == "sliding x 32: 12,304 tokens" == \
+        f"sliding x 32: {p['kv_groups'][0]['tokens_per_sequence']:,} tokens"
+    assert r["sequences one H200 holds (vLLM, BF16 weights)"] == round(p["max_concurrency"], 2)
+    assert ldf.kv_cache_report("DeepSeek-V3", 4096)["sequences one H200 holds (vLLM, BF16 weights)"] == \
+        "weights do not fit"

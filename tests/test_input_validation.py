@@ -215,6 +215,7 @@ model_config tensor_specs param_count
 kv_transfer_time kv_transfer_table
 input_vs_state embedding_calc
 check_parallel valid_tp_degrees memory_fit tensor_shares engine_memory non_torch_bytes check_quant_shards
+engine_spec non_torch_estimate sglang_preload_bytes cuda_graph_estimate kv_layout max_model_len_limit config_warnings
 quant_spec_from_config checkpoint_precision
 attention_hbm_accesses
 precision_plan

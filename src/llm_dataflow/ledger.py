@@ -298,8 +298,9 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
     of the weight bytes stored (``output_len − 1`` steps, each reading every weight but the
     embedding table's unused rows, or for an MoE only the experts its tokens route to), and
     whether the request fits on one ``hardware`` GPU
-    (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens), saying so
-    when those tokens exceed the model's ``max_position_embeddings`` (the bytes are still counted).
+    (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens, in vLLM's
+    convention), refused when those tokens exceed the model's positions, as the engine refuses
+    (the bytes are still counted).
 
     Raises:
         ValueError: as :func:`request_ledger`, or an unknown preset or hardware.
@@ -316,7 +317,6 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
     out["decode weight reads ÷ weights stored"] = round(step.bytes_each * step.count / stored, 1)
     fit = memory_fit(cfg, hardware, dtype, batch=batch, context=prompt_len + output_len, prompt_len=prompt_len)
     out[f"one {hardware}"] = fit.reason
-    n_ctx = cfg.max_position_embeddings
-    if n_ctx and prompt_len + output_len > n_ctx:   # counted all the same, as request_ledger does
-        out[f"one {hardware}"] += f"; {prompt_len + output_len:,} tokens exceed {model}'s {n_ctx:,}-token context"
+    # beyond the model's positions the engine refuses to start (the reason says so); the bytes above
+    # are counted all the same, as request_ledger does
     return out

@@ -596,6 +596,8 @@ def check_supported(cfg: ModelConfig) -> None:
         ("norms_per_layer", cfg.norms_per_layer, cfg.norms_per_layer == 2, "2 (Pre-Norm)"),
         ("router_bias", cfg.router_bias, not cfg.router_bias,
          "False (DeepSeek-V3's biased sigmoid router is not implemented)"),
+        ("shared_expert_gate", cfg.shared_expert_gate, not cfg.shared_expert_gate,
+         "False (Qwen-MoE's sigmoid-gated shared expert is not implemented)"),
         ("unmodelled", cfg.unmodelled, not cfg.unmodelled,
          "None (these config.json settings change the forward pass and are not implemented)"),
     )

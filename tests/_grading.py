@@ -3,6 +3,7 @@ assignment's tests in this process, without a kernel (fast: for checking every q
 version; the kernel path is tested by ``tests/test_grading.py``)."""
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from pathlib import Path
@@ -60,3 +61,28 @@ def direct(a: spec.Assignment, answers: dict | None = None) -> dict:
                 res[kind] = (False, f"{type(exc).__name__}: {exc}")
         out[q.id] = res
     return out
+
+
+#: results.json's documented keys (gradescope/autograder_samples docs/specs.md at commit
+#: af5dee4cf9b2c930c47dc0e4320c7e5ab2580564, https://gradescope-autograders.readthedocs.io/en/latest/specs/)
+GS_TOP = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+          "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+GS_TEST = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format", "tags",
+           "visibility", "extra_data"}
+GS_VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
+GS_FORMATS = {"text", "html", "simple_format", "md", "ansi"}
+
+
+def check_results_json(res: dict) -> None:
+    """``res`` uses only the documented fields, types and values of Gradescope's results.json."""
+    assert set(res) <= GS_TOP and ("score" in res or all("score" in t for t in res["tests"]))
+    assert isinstance(res.get("score", 0.0), (int, float)) and isinstance(res.get("execution_time", 0), int)
+    assert res.get("visibility", "visible") in GS_VISIBILITY and res.get("stdout_visibility", "visible") in GS_VISIBILITY
+    assert res.get("output_format", "text") in GS_FORMATS and isinstance(res.get("output", ""), str)
+    for t in res["tests"]:
+        assert set(t) <= GS_TEST, set(t) - GS_TEST
+        assert isinstance(t["score"], (int, float)) and isinstance(t.get("max_score", 0), (int, float))
+        assert t.get("status", "passed") in ("passed", "failed") and t.get("visibility", "visible") in GS_VISIBILITY
+        assert t.get("output_format", "text") in GS_FORMATS and isinstance(t.get("name", ""), str)
+        assert "\r" not in t.get("output", "")                      # Unix line endings (the spec's note)
+    json.dumps(res)

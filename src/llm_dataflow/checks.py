@@ -116,7 +116,7 @@ def expect_equal(got, want, what: str) -> None:
     Raises:
         AssertionError: naming ``what``, the expected and the received value.
     """
-    if isinstance(want, bool) and not isinstance(got, bool) and type(got).__name__ != "bool_":
+    if isinstance(want, bool) and not isinstance(got, bool) and type(got).__name__ not in ("bool_", "bool"):
         raise AssertionError(f"{what}: expected {want!r} (a bool), got {_show(got)}")
     if got != want:
         raise AssertionError(f"{what}: expected {want!r}, got {_show(got)}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor

@@ -165,6 +165,7 @@ class SubmissionResult:
     seed: int | None
     questions: list
     notes: list = field(default_factory=list)       # about the whole notebook
+    tampering: list = field(default_factory=list)   # changed locked cells outside any question
     cells: list = field(default_factory=list)       # (Graded, CellRun | None) for the feedback
     seconds: float = 0.0
     restarts: int = 0
@@ -179,13 +180,16 @@ class SubmissionResult:
 
     def rows(self) -> list[dict]:
         """One row per question (the grader's CSV)."""
-        whole = "; ".join(self.notes)
-        return [dict(student=self.student, assignment=self.assignment, question=q.qid, score=q.score,
-                     max_score=q.max_score, public="passed" if q.public and q.public.passed else "failed",
-                     hidden="passed" if q.hidden and q.hidden.passed else "failed", status=q.status,
-                     message=q.message, tampering="; ".join(q.tampering + ([whole] if whole and i == 0 else [])),
-                     notes="; ".join(n for n in q.notes if n not in q.tampering))
-                for i, q in enumerate(self.questions)]
+        rows = []
+        for i, q in enumerate(self.questions):
+            tamper = q.tampering + (self.tampering if i == 0 else [])
+            notes = [n for n in q.notes if n not in q.tampering]
+            notes += [n for n in self.notes if n not in self.tampering] if i == 0 else []
+            rows.append(dict(student=self.student, assignment=self.assignment, question=q.qid, score=q.score,
+                             max_score=q.max_score, public="passed" if q.public and q.public.passed else "failed",
+                             hidden="passed" if q.hidden and q.hidden.passed else "failed", status=q.status,
+                             message=q.message, tampering="; ".join(tamper), notes="; ".join(notes)))
+        return rows
 
 
 # -------------------------------------------------------------------------------------------------
@@ -293,8 +297,7 @@ def grade_submission(a: Assignment, notebook: Path, student: str, timeout: float
     for qid, ns_notes in restored.notes.items():
         (byq[qid].notes if qid in byq else res.notes).extend(ns_notes)
     for qid, t in restored.tampering.items():
-        if qid in byq:
-            byq[qid].tampering.extend(t)
+        (byq[qid].tampering if qid in byq else res.tampering).extend(t)
     tmp = Path(tempfile.mkdtemp(prefix="ldf-grade-", dir=work))
     kernel = None
     try:

@@ -38,13 +38,18 @@ def _t_min(n: int, ridge: float) -> int:
 
 def params(rng):
     if rng is None:
-        p = dict(gpu="H100-SXM", gemv_n=4096, gemv_k=4096, n=4096, hseed=4)
+        p = dict(gpu="H100-SXM", gemv_n=4096, gemv_k=4096, n=4096, dtype="bf16", hseed=4)
     else:
         p = dict(gpu=rng.choice(("A100-80GB-SXM", "H100-SXM", "H200", "B200")), gemv_n=rng.choice((4096, 8192, 14336)),
-                 gemv_k=rng.choice((4096, 5120, 8192)), n=rng.choice((4096, 8192)), hseed=rng.randrange(10**6))
+                 gemv_k=rng.choice((4096, 5120, 8192)), n=rng.choice((4096, 8192)), dtype=rng.choice(("bf16", "fp8")),
+                 hseed=rng.randrange(10**6))
+        if p["gpu"] == "A100-80GB-SXM":
+            p["dtype"] = "bf16"                      # an A100 has no FP8 peak
     r = ldf.ridge_point(p["gpu"], "bf16")
     N, K = p["gemv_n"], p["gemv_k"]
-    p.update(ridge=r, ai_gemv=2 * N * K / ((N * K + K + N) * 2), t_min=_t_min(p["n"], r))
+    b = 2 if p["dtype"] == "bf16" else 1
+    p.update(ridge=r, gemv_ridge=ldf.ridge_point(p["gpu"], p["dtype"]), elem=b, DTYPE=p["dtype"].upper(),
+             ai_gemv=2 * N * K / ((N * K + K + N) * b), t_min=_t_min(p["n"], r))
     return p
 
 
@@ -152,38 +157,39 @@ Q3 = dict(
     id="q3", title="a decode GEMV against the ridge point", points=(1, 1),
     returns="`ai_gemv` and `ridge` (floats, FLOP/B, to 0.1 %) and `gemv_bound` (the string \"memory\" or \"compute\").",
     prose="""\
-At batch 1, each projection of a decode step is a matrix–vector product. For a BF16 weight
-`[«gemv_n», «gemv_k»]` (N × K), count FLOPs = 2·N·K and bytes = the weight plus the input vector
-(K elements) and the output vector (N elements), all BF16. Store the arithmetic intensity (FLOP/B)
-in `ai_gemv`, the «gpu» BF16 ridge point in `ridge` (`ldf.ridge_point`), and in `gemv_bound`
-the string `"memory"` or `"compute"` saying which bound applies.""",
+At batch 1, each projection of a decode step is a matrix–vector product. For a «DTYPE» weight
+`[«gemv_n», «gemv_k»]` (N × K) multiplied in «DTYPE», count FLOPs = 2·N·K and bytes = the weight
+plus the input vector (K elements) and the output vector (N elements), all «DTYPE»
+(`ldf.dtype_bits("«dtype»") / 8` bytes each). Store the arithmetic intensity (FLOP/B) in `ai_gemv`,
+the «gpu»'s «DTYPE» ridge point in `ridge` (`ldf.ridge_point("«gpu»", "«dtype»")`), and in
+`gemv_bound` the string `"memory"` or `"compute"` saying which bound applies.""",
     answer="""\
 ### BEGIN SOLUTION
-ai_gemv = 2 * «gemv_n» * «gemv_k» / ((«gemv_n» * «gemv_k» + «gemv_k» + «gemv_n») * 2)
-ridge = ldf.ridge_point("«gpu»", "bf16")
+ai_gemv = 2 * «gemv_n» * «gemv_k» / ((«gemv_n» * «gemv_k» + «gemv_k» + «gemv_n») * ldf.dtype_bits("«dtype»") / 8)
+ridge = ldf.ridge_point("«gpu»", "«dtype»")
 gemv_bound = "memory" if ai_gemv < ridge else "compute"
 ### END SOLUTION""",
     names=("ai_gemv", "ridge", "gemv_bound"),
     public="""\
-expect_close(ridge, «ridge:.4f», "ridge («gpu», BF16)", rel=1e-3)
+expect_close(ridge, «gemv_ridge:.4f», "ridge («gpu», «DTYPE»)", rel=1e-3)
 expect_close(ai_gemv, «ai_gemv:.5f», "ai_gemv", rel=0.05,
-             hints={2 * «ai_gemv:.8f»: "BF16 is 2 bytes per element: divide by the bytes, not the elements"})
+             hints={«elem» * «ai_gemv:.8f»: "«DTYPE» is «elem» byte(s) per element: divide by the bytes, not the elements"})
 assert gemv_bound in ("memory", "compute"), f"gemv_bound must be 'memory' or 'compute', got {gemv_bound!r}\"""",
     hidden="""\
 _N, _K = «gemv_n», «gemv_k»
-expect_close(ai_gemv, 2 * _N * _K / (2 * (_N * _K + _N + _K)), "ai_gemv", rel=1e-3)
-expect_close(ridge, ldf.ridge_point("«gpu»", "bf16"), "ridge", rel=1e-3)
+expect_close(ai_gemv, 2 * _N * _K / («elem» * (_N * _K + _N + _K)), "ai_gemv", rel=1e-3)
+expect_close(ridge, ldf.ridge_point("«gpu»", "«dtype»"), "ridge", rel=1e-3)
 expect_equal(gemv_bound, "memory", "gemv_bound")""",
     alternative="""\
 _hw = ldf.hardware("«gpu»")
-_bytes = np.float32(2) * («gemv_n» * «gemv_k» + «gemv_n» + «gemv_k»)
+_bytes = np.float32(«elem») * («gemv_n» * «gemv_k» + «gemv_n» + «gemv_k»)
 ai_gemv = np.float32(2 * «gemv_n» * «gemv_k») / _bytes
-ridge = np.float32(_hw.flops("bf16") / _hw.hbm_bandwidth)
+ridge = np.float32(_hw.flops("«dtype»") / _hw.hbm_bandwidth)
 gemv_bound = ("compute", "memory")[int(ai_gemv < ridge)]""",
     mistakes=[("""\
 ai_gemv = 2 * «gemv_n» * «gemv_k» / («gemv_n» * «gemv_k» + «gemv_k» + «gemv_n»)
-ridge = ldf.ridge_point("«gpu»", "bf16")
-gemv_bound = "compute" if ai_gemv < ridge else "memory\"""", "2 bytes per element")],
+ridge = ldf.ridge_point("«gpu»", "«dtype»")
+gemv_bound = "compute" if ai_gemv < ridge else "memory\"""", "divide by the bytes")],
 )
 
 Q4 = dict(

@@ -110,7 +110,7 @@ def test_feedback_is_nbgrader_html_with_the_messages(graded):
     html = path.read_text(encoding="utf-8")
     assert f"(Score: {r.score:g}" in html or f"(Score: {r.score:.1f}" in html
     assert "Grade cell: <code>q1_public</code>" in html and "Student&#39;s answer" in html or "Student's answer" in html
-    assert "inside the square root" in html and "public tests of Q1 failed" in html
+    assert "inside the square" in html and "public tests of Q1 failed" in html
     assert "BEGIN HIDDEN TESTS" not in html and "expect_array(rmsnorm(_x" not in html   # no hidden test code
 
 
@@ -185,7 +185,7 @@ def hostile(tmp_path_factory):
     before = {p: p.read_bytes() for p in sorted(subs.rglob("*")) if p.is_file()}
     t0 = time.perf_counter()
     results = cli.grade(subs, ["ch06"], private, timeout=HOSTILE_TIMEOUT, jobs=2, log=lambda *_: None)
-    return dict(results=results, elapsed=time.perf_counter() - t0, before=before,
+    return dict(results=results, elapsed=time.perf_counter() - t0, before=before, private=private, tmp=tmp,
                 after={p: p.read_bytes() for p in sorted(subs.rglob("*")) if p.is_file()})
 
 
@@ -210,6 +210,50 @@ def test_the_kernel_finds_no_key_near_it(hostile):
     out = [o.get("text", "") for g, run in r.cells if g.kind == "answer" and g.qid == "q1" and run
            for o in run.outputs if o.get("output_type") == "stream"]
     assert "cwd holds [] ; keys found: []" in "".join(out), out
+
+
+OPEN_KEY = r'''
+try:
+    text = open(KEY)
+    print("read the key:", len(text.read()), "characters")
+except PermissionError as exc:
+    print("denied:", exc)
+'''
+
+
+def _nobody_can_run_python() -> bool:
+    """Whether this machine lets the account ``nobody`` run this interpreter (root, a runuser,
+    an interpreter outside root's home)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("runuser"):
+        return False
+    r = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", "import ipykernel, numpy"],
+                       capture_output=True, timeout=120)
+    return r.returncode == 0
+
+
+def test_a_kernel_run_as_another_account_cannot_read_the_keys(hostile):
+    """A student who knows exactly where the instructor's private specs are: a kernel run as the
+    grading user reads them (not protected: say so), one run as an unprivileged account
+    (``--kernel-user``) is refused (a private --source of mode 700)."""
+    private = hostile["private"]
+    os.chmod(private, 0o700)
+    a = spec.load(private, "ch06")
+    unanswered = {q.id: spec.student_code(q.answer) for q in a.questions}
+    subs = hostile["tmp"] / "subs-key"
+    probe = f"KEY = {str(private / 'ch06' / 'ch06.py')!r}\n" + OPEN_KEY
+    _write(subs, "reader", "ch06", cli.filled_notebook(a, dict(unanswered, q1=probe)))
+    said = {}
+    users = (None, "nobody") if _nobody_can_run_python() else (None,)
+    for user in users:
+        r = cli.grade(subs, ["ch06"], private, timeout=TIMEOUT, log=lambda *_: None, kernel_user=user)[0]
+        said[user] = "".join(o.get("text", "") for g, run in r.cells if g.kind == "answer" and g.qid == "q1" and run
+                             for o in run.outputs if o.get("output_type") == "stream")
+        assert r.score == 0
+    assert said[None].startswith("read the key:"), said
+    if "nobody" not in users:
+        pytest.skip("this machine's interpreter cannot be run by 'nobody' (not root, or it lives in root's home): "
+                    "the --kernel-user half is untested here")
+    assert said["nobody"].startswith("denied:"), said
 
 
 def test_deleted_edited_and_stripped_test_cells_are_restored_and_reported(hostile):
@@ -251,7 +295,9 @@ def test_two_classes_versions_each_graded_right(tmp_path):
 def test_gradescope_autograder_runs_in_a_stand_in_container(tmp_path):
     """The zip's run_autograder, run as Gradescope runs it (working directory /autograder, the
     zip in /autograder/source, the upload in /autograder/submission), writes a valid results.json."""
-    root = tmp_path / "autograder"
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="ldf-autograder-"))     # as /autograder: readable by the kernel's account
+    os.chmod(root, 0o755)
     zpath = export.gradescope_zip("ch02", tmp_path / "ch02.zip", SOURCE, timeout=TIMEOUT)
     with zipfile.ZipFile(zpath) as z:
         z.extractall(root / "source")
@@ -259,12 +305,19 @@ def test_gradescope_autograder_runs_in_a_stand_in_container(tmp_path):
     a = spec.load(SOURCE, "ch02")
     _write(root, "submission", "ch02", cli.filled_notebook(a, {"q1": a.question("q1").alternative,
                                                                  "q2": a.question("q2").mistakes[0][0]}))
+    as_root = _nobody_can_run_python()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LDF_AUTOGRADER_ROOT": str(root),
-           "LDF_AUTOGRADER_PYTHON": sys.executable, "HOME": str(tmp_path)}
-    r = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    res = json.loads((root / "results" / "results.json").read_text())
+           "LDF_AUTOGRADER_PYTHON": sys.executable, "HOME": str(tmp_path),
+           "LDF_KERNEL_USER": "nobody" if as_root else ""}      # Gradescope's setup.sh makes ldf-student
+    try:
+        r = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        res = json.loads((root / "results" / "results.json").read_text())
+        if as_root:        # the spec (the keys) became root's only; the kernel ran as nobody
+            assert (root / "source").stat().st_mode & 0o077 == 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     check_results_json(res)
     assert res["score"] == a.points - a.question("q2").points
     failed = [t for t in res["tests"] if t["status"] == "failed"]

@@ -78,9 +78,11 @@ def write_csv(results: list, path: Path) -> None:
 
 
 def grade(folder: Path, names: list[str] | None = None, source: Path = SOURCE, seed: int | None = None,
-          timeout: float = 60.0, jobs: int = 1, feedback_dir: Path | None = None, log=print) -> list:
+          timeout: float = 60.0, jobs: int = 1, feedback_dir: Path | None = None, log=print,
+          kernel_user: str | None = None) -> list:
     """Grade every submission under ``folder`` (never stops on a bad one) and return one
-    :class:`~grading.engine.SubmissionResult` per submission, in the order found."""
+    :class:`~grading.engine.SubmissionResult` per submission, in the order found.
+    ``kernel_user``: run the students' kernels as that unprivileged account (as root)."""
     known = names or spec.assignment_names(source)
     subs = find_submissions(folder, known)
     if not subs:
@@ -90,7 +92,7 @@ def grade(folder: Path, names: list[str] | None = None, source: Path = SOURCE, s
 
     def work(item):
         student, name, nb = item
-        r = engine.grade_submission(specs[name], nb, student, timeout=timeout)
+        r = engine.grade_submission(specs[name], nb, student, timeout=timeout, kernel_user=kernel_user)
         bad = sorted({q.status for q in r.questions if q.status != "ok"})
         log(f"{student:>16s} {name:<6s} {r.score:5.1f} / {r.max_score:4.1f}  {r.seconds:5.1f} s"
             + (f"  [{'; '.join(bad)}]" if bad else ""))
@@ -160,6 +162,9 @@ def main(argv=None) -> int:
     r.add_argument("--timeout", type=float, default=60.0, help="seconds per answer cell and per test; default 60")
     r.add_argument("--feedback", type=Path, default=None, help="write each student's HTML feedback under this folder")
     r.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once; default 1")
+    r.add_argument("--kernel-user", default=None,
+                   help="run students' kernels as this unprivileged account (the grader runs as root): "
+                        "what it cannot read, such as a private --source of mode 700, the kernels cannot read")
     s = sub.add_parser("selfcheck", help="keys score full marks, unanswered versions zero")
     s.add_argument("names", nargs="*")
     s.add_argument("-j", "--jobs", type=int, default=1)
@@ -177,6 +182,7 @@ def main(argv=None) -> int:
     run.add_argument("--submission", type=Path, required=True)
     run.add_argument("--results", type=Path, required=True)
     run.add_argument("--timeout", type=float, default=60.0)
+    run.add_argument("--kernel-user", default=None)
     for p in (g, r, s, gs, run):
         p.add_argument("--source", type=Path, default=SOURCE, help="folder of assignment specs")
         p.add_argument("--seed", type=int, default=None, help="a class's own version (see generate --seed)")
@@ -187,7 +193,8 @@ def main(argv=None) -> int:
         return 0
     if a.cmd == "grade":
         t0 = time.perf_counter()
-        results = grade(a.folder, a.assignment, a.source, a.seed, a.timeout, a.jobs, a.feedback)
+        results = grade(a.folder, a.assignment, a.source, a.seed, a.timeout, a.jobs, a.feedback,
+                        kernel_user=a.kernel_user)
         write_csv(results, a.out)
         print(f"wrote {a.out}: {sum(len(r.questions) for r in results)} rows, "
               f"{len({r.student for r in results})} students, {time.perf_counter() - t0:.0f} s")
@@ -211,5 +218,5 @@ def main(argv=None) -> int:
         print("wrote", out)
         return 0
     if a.cmd == "gradescope-run":
-        return export.gradescope_run(a.name, a.submission, a.results, a.source, a.seed, a.timeout)
+        return export.gradescope_run(a.name, a.submission, a.results, a.source, a.seed, a.timeout, a.kernel_user)
     return 2

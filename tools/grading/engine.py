@@ -276,11 +276,13 @@ def _bind(kernel: Kernel, link: _Link, names: tuple, ns: dict, timeout: float) -
 # One submission
 # -------------------------------------------------------------------------------------------------
 def grade_submission(a: Assignment, notebook: Path, student: str, timeout: float = 60.0,
-                     setup_timeout: float = SETUP_TIMEOUT, work: Path | None = None) -> SubmissionResult:
+                     setup_timeout: float = SETUP_TIMEOUT, work: Path | None = None,
+                     kernel_user: str | None = None) -> SubmissionResult:
     """Grade one submitted notebook of ``a``; never raises (whatever goes wrong becomes a status).
 
     ``timeout`` limits each answer cell and each test (public or hidden) of each question, in
-    seconds; set-up cells get ``setup_timeout``.
+    seconds; set-up cells get ``setup_timeout``.  ``kernel_user`` runs the student's kernel as
+    that unprivileged account (the grader must be root; see :meth:`grading.kernel.Kernel._as_user`).
     """
     t0 = time.monotonic()
     res = SubmissionResult(student, a.name, a.seed,
@@ -304,7 +306,7 @@ def grade_submission(a: Assignment, notebook: Path, student: str, timeout: float
         # the kernel's folder stays empty: no notebook, no spec, no key (its cells arrive as messages)
         cwd, private = tmp / "work", tmp / "private"
         cwd.mkdir()
-        kernel = Kernel(cwd, private, start_timeout=setup_timeout)
+        kernel = Kernel(cwd, private, start_timeout=setup_timeout, user=kernel_user)
         kernel.start()
         lost = ""
         for g in restored.cells:

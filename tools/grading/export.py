@@ -20,6 +20,9 @@
   a zip with ``setup.sh`` and ``run_autograder`` at its root; ``run_autograder`` grades
   ``/autograder/submission`` and writes ``/autograder/results/results.json`` with a ``tests``
   list (``score``, ``max_score``, ``status``, ``name``, ``number``, ``output``, ``visibility``).
+  Gradescope runs the autograder as root in one container with its files: here the student's
+  kernel runs as an unprivileged account that cannot read ``/autograder/source`` (the spec and
+  its keys), and imports the package from a readable copy.
 """
 from __future__ import annotations
 
@@ -138,15 +141,24 @@ def results_json(r: engine.SubmissionResult, hidden_visibility: str = HIDDEN_VIS
 
 
 _RUN = """#!/usr/bin/env bash
-# Gradescope runs this for each submission (working directory /autograder); it grades the
-# notebook in /autograder/submission and writes /autograder/results/results.json.
+# Gradescope runs this for each submission, as root (working directory /autograder); it grades
+# the notebook in /autograder/submission and writes /autograder/results/results.json.
 set -u
 ROOT="${{LDF_AUTOGRADER_ROOT:-/autograder}}"
 PY="${{LDF_AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
+KUSER="${{LDF_KERNEL_USER-ldf-student}}"
 mkdir -p "$ROOT/results"
+# The student's kernel runs as the unprivileged $KUSER (made by setup.sh): it imports the package
+# from a copy it can read, while the grader and the assignment's spec (its keys) stay root's only.
+rm -rf "$ROOT/pkg" && cp -r "$ROOT/source/grader/src" "$ROOT/pkg" && chmod -R a+rX "$ROOT/pkg"
+USER_ARGS=()
+if [ "$(id -u)" = 0 ] && [ -n "$KUSER" ] && id -u "$KUSER" >/dev/null 2>&1; then
+    chmod -R go-rwx "$ROOT/source"
+    USER_ARGS=(--kernel-user "$KUSER")
+fi
 cd "$ROOT/source/grader"
-PYTHONPATH="$ROOT/source/grader/src" "$PY" tools/grade.py gradescope-run {name} --source assignments/source \\
-    --submission "$ROOT/submission" --results "$ROOT/results/results.json" --timeout {timeout}{seed}
+PYTHONPATH="$ROOT/pkg" "$PY" tools/grade.py gradescope-run {name} --source assignments/source \\
+    --submission "$ROOT/submission" --results "$ROOT/results/results.json" --timeout {timeout}{seed} "${{USER_ARGS[@]}}"
 """
 
 _SETUP = """#!/usr/bin/env bash
@@ -161,6 +173,8 @@ done
 "$PY" -m venv /autograder/venv
 /autograder/venv/bin/pip install --upgrade pip
 /autograder/venv/bin/pip install -r /autograder/source/requirements.txt
+# the account the students' kernels run as (run_autograder): it cannot read /autograder/source
+id -u ldf-student >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin ldf-student
 """
 
 
@@ -206,7 +220,7 @@ def gradescope_zip(name: str, out: Path, source: Path, seed: int | None = None, 
 
 
 def gradescope_run(name: str, submission: Path, results: Path, source: Path, seed: int | None = None,
-                   timeout: float = 60.0) -> int:
+                   timeout: float = 60.0, kernel_user: str | None = None) -> int:
     """Grade the notebook Gradescope put in ``submission`` and write ``results`` (always: a
     missing notebook scores zero with a message saying so)."""
     a = spec.load(source, name, seed)
@@ -219,7 +233,7 @@ def gradescope_run(name: str, submission: Path, results: Path, source: Path, see
                "tests": [{"name": "submission", "score": 0.0, "max_score": a.points, "status": "failed",
                           "output": msg, "visibility": "visible"}]}
     else:
-        r = engine.grade_submission(a, cands[0], "submission", timeout=timeout)
+        r = engine.grade_submission(a, cands[0], "submission", timeout=timeout, kernel_user=kernel_user)
         res = results_json(r)
     tmp = results.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(res, indent=1, ensure_ascii=False), encoding="utf-8")

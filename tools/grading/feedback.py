@@ -4,6 +4,7 @@ outputs of their answer cells, and under each test cell which tests failed and w
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from . import notebooks
@@ -16,12 +17,13 @@ def _stream(text: str) -> dict:
 
 
 def _verdict(test, label: str) -> list[dict]:
+    """The grader's verdict as the test cell's output (wrapped: the page does not wrap it)."""
     if test is None:
         return []
     if test.passed:
         return [_stream(f"✔ {label} passed\n")]
-    return [{"output_type": "error", "ename": f"{label} failed", "evalue": test.message,
-             "traceback": [f"{label} failed: {test.message}"]}]
+    text = textwrap.fill(f"✘ {label} failed: {test.message}", width=110, subsequent_indent="  ")
+    return [{"output_type": "stream", "name": "stderr", "text": text + "\n"}]
 
 
 def graded_notebook(r: SubmissionResult) -> dict:
@@ -29,9 +31,10 @@ def graded_notebook(r: SubmissionResult) -> dict:
     template reads them (``metadata.nbgrader.score``/``points``, ``comment``)."""
     byq = {q.qid: q for q in r.questions}
     cells = []
-    for g, run in r.cells:
+    for i, (g, run) in enumerate(r.cells):
         kind = "markdown" if g.kind == "markdown" else "code"
-        cell = {"cell_type": kind, "metadata": {}, "source": g.source}
+        cell = {"cell_type": kind, "id": g.cell.id if g.cell is not None else f"added-{i}", "metadata": {},
+                "source": g.source}
         if kind == "code":
             cell.update(execution_count=None, outputs=list(run.outputs) if run is not None else [])
         c, q = g.cell, byq.get(g.qid)
@@ -54,7 +57,7 @@ def graded_notebook(r: SubmissionResult) -> dict:
                                             "comment": "a cell you added (it ran before the tests)"}
         cells.append(cell)
     if r.notes:
-        cells.insert(0, {"cell_type": "markdown", "metadata": {},
+        cells.insert(0, {"cell_type": "markdown", "id": "grader-notes", "metadata": {},
                          "source": "**Grader notes:** " + "; ".join(r.notes)})
     return {"cells": cells, "metadata": dict(notebooks.NB_METADATA), "nbformat": 4, "nbformat_minor": 5}
 

@@ -87,8 +87,8 @@ class Kernel:
     ``history`` lists the cells that ran without killing the kernel, replayed after a restart.
     """
 
-    def __init__(self, cwd: Path, private: Path, start_timeout: float = 120.0):
-        self.cwd, self.private, self.start_timeout = cwd, private, start_timeout
+    def __init__(self, cwd: Path, private: Path, start_timeout: float = 120.0, user: str | None = None):
+        self.cwd, self.private, self.start_timeout, self.user = cwd, private, start_timeout, user
         self.km = self.kc = None
         self.history: list[tuple[str, float]] = []
         self.restarts = 0
@@ -103,7 +103,10 @@ class Kernel:
         self.km = KernelManager(kernel_name="ldf-grader", kernel_spec_manager=_spec_manager(),
                                 transport="ipc", ip=str(conn / f"k{self.restarts}"))
         self.km.connection_file = str(conn / f"kernel-{self.restarts}.json")
-        self.km.start_kernel(cwd=str(self.cwd), env=kernel_env(self.private))
+        env, extra = kernel_env(self.private), {}
+        if self.user:
+            extra = self._as_user(conn)
+        self.km.start_kernel(cwd=str(self.cwd), env=env, **extra)
         self.kc = self.km.client()
         self.kc.start_channels()
         try:
@@ -114,6 +117,30 @@ class Kernel:
         # submission graded at the same time) finds the key that signs this kernel's messages
         self.km.cleanup_connection_file()
         self._wire_loaded = False
+
+    def _as_user(self, conn: Path) -> dict:
+        """Run the kernel as the unprivileged account ``self.user`` (the grader must be root):
+        its folders and connection file become that account's, nothing else does — files the
+        account cannot read (a private ``--source``, mode 700) stay out of the kernel's reach.
+
+        Raises:
+            KernelLost: no such account, or the grader is not root.
+        """
+        import pwd
+
+        try:
+            pw = pwd.getpwnam(self.user)
+        except KeyError:
+            raise KernelLost(f"--kernel-user {self.user!r}: no such account") from None
+        if os.geteuid() != 0:
+            raise KernelLost(f"--kernel-user {self.user!r} needs the grader to run as root")
+        for top in (self.cwd, self.private):
+            for p in [top, *top.rglob("*")]:
+                os.chown(p, pw.pw_uid, pw.pw_gid)
+            os.chmod(top.parent, 0o711)     # the submission's folder: passable, not listable
+        self.km.write_connection_file()
+        os.chown(self.km.connection_file, pw.pw_uid, pw.pw_gid)
+        return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
 
     def _pid(self) -> int | None:
         prov = getattr(self.km, "provisioner", None)

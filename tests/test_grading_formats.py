@@ -51,6 +51,15 @@ def test_keys_alternatives_and_mistakes(name, seed):
                 assert any(fragment in m for m in msgs), (name, q.id, fragment, msgs)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_unanswered_student_version_fails_every_test(name):
+    """The student version's answer cells (``raise NotImplementedError()``) pass no test."""
+    a = spec.load(SOURCE, name)
+    res = direct(a, {q.id: spec.student_code(q.answer) for q in a.questions})
+    passed = {(q, k) for q, r in res.items() for k, (ok, _) in r.items() if ok}
+    assert not passed, passed
+
+
 def test_every_question_says_what_it_returns():
     for name in NAMES:
         a = spec.load(SOURCE, name)

@@ -143,6 +143,7 @@ class QuestionResult:
     public: TestResult | None = None
     hidden: TestResult | None = None
     answer_status: str = ""
+    answer_error: str = ""
     status: str = ""
     message: str = ""
     notes: list = field(default_factory=list)
@@ -328,6 +329,8 @@ def grade_submission(a: Assignment, notebook: Path, student: str, timeout: float
             res.cells.append((g, run))
             if g.kind == "answer":
                 byq[g.qid].answer_status = run.status if run.status != "error" else f"error {run.ename}"
+                if run.status == "error":
+                    byq[g.qid].answer_error = f"{run.ename}: {run.evalue}"[:300]
         link = _Link(kernel)
         base = grader_namespace(a)
         base["in_kernel"] = _in_kernel(link)
@@ -344,6 +347,8 @@ def grade_submission(a: Assignment, notebook: Path, student: str, timeout: float
                         why = f"not answered ({why})"
                     elif qr.answer_status in ("timeout", "hung", "died"):
                         why = f"your answer cell {_ANSWER[qr.answer_status]} ({why})"
+                    elif qr.answer_status.startswith("error"):
+                        why = f"your answer cell raised {qr.answer_error} ({why})"
                     qr.public = qr.hidden = TestResult(False, why)
                     continue
                 qr.public = run_tests(q.grader_public or q.public, ns, link, f"<{a.name} {q.id} public tests>", timeout)

@@ -68,11 +68,14 @@ def test_ch04_solutions():
     # exercise 3: 256x256 is the most intense offered tile (124.1 FLOP/B), below the ridge
     r = ldf.gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "H100-SXM", stages=3)
     assert r["intensity, no L2 reuse (FLOP/B)"] == 124.1 and r["verdict, no L2 reuse"] == "memory-bound"
-    assert r["input tiles per stage (bytes)"] == (256 * 64 + 64 * 256) * 2 == 64 * 1024
-    assert r["shared memory, stages × input tiles (bytes)"] == 192 * 1024 <= 228 * 1024
+    t256 = ldf.gemm_traffic(4096, 4096, 4096, 256, 256, 64, "bf16")
+    assert t256.stage_bytes == (256 * 64 + 64 * 256) * 2 == 64 * 1024 and r["input tiles per stage"] == "64.00 KiB"
+    assert 3 * t256.stage_bytes == 192 * 1024 <= 228 * 1024
+    assert r["shared memory, stages × input tiles"] == "192.00 KiB"
     assert ldf.gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "H100-SXM", stages=4)[
         "stages fit shared memory per SM"] == "no"
-    assert r["fp32 accumulator (bytes)"] == 256 * 256 * 4 == ldf.hardware("H100-SXM").registers_per_sm_bytes
+    assert t256.accumulator_bytes == 256 * 256 * 4 == ldf.hardware("H100-SXM").registers_per_sm_bytes
+    assert r["fp32 accumulator"] == "256.00 KiB"
     assert r["accumulator fits"] == "no"
     assert 256 * 256 // 256 == 256 > 255             # FP32 values per thread over two warpgroups vs the limit
     half = ldf.gemm_traffic(4096, 4096, 4096, 128, 256, 64, "bf16").accumulator_bytes

@@ -45,6 +45,11 @@ Columns of the CSV (one row per published number):
 ``params``      ``key=value;…`` settings the bound needs (GEMM shape, dtype, link, …)
 ``source``      URL or arXiv id with table / figure / section
 ``notes``       the setting in the book's words
+``evidence``    ``measured``: a published run (a README's or paper's table, a log, a result file,
+                a service's published averages); ``stated``: a maintainer's or vendor's stated
+                expectation ("you should reach ~480 GB/s", nccl-tests issue #212) with no
+                published run behind it.  Ranges of what systems *reach* use measured rows only
+                (:data:`EVIDENCE`)
 ==============  ==========================================================================
 
 Units: s, B/s, FLOP/s; GB = 1e9 B.
@@ -65,7 +70,7 @@ from .core.units import dtype_bytes, require_nonnegative, require_positive
 from .gemm import gemm_traffic
 
 __all__ = ["PublishedMeasurement", "published_measurements", "published_table", "BOUND_METHODS",
-           "CHAPTER_TOPICS", "KNOWN_MODEL_GAPS", "UNUSED_CANDIDATES", "aggregate_hardware",
+           "CHAPTER_TOPICS", "EVIDENCE", "KNOWN_MODEL_GAPS", "UNUSED_CANDIDATES", "aggregate_hardware",
            "to_si"]
 
 #: The chapter each row checks, by number, with a short topic name for tables and figures.
@@ -100,6 +105,11 @@ BOUND_METHODS: dict[str, str] = {
 _TIME_METHODS = ("decode", "serving", "prefill_tokens", "gemm", "all_to_all")
 _RATE_METHODS = ("hbm", "flops", "link")
 _KINDS = ("time", "bandwidth", "flops")
+#: The values of the ``evidence`` column, with what each means.
+EVIDENCE: dict[str, str] = {
+    "measured": "a published run: a table, a log, a result file or a service's published averages",
+    "stated": "a maintainer's or vendor's stated expectation, with no published run behind it",
+}
 
 #: Rows that beat their bound because the *package's* model is wrong for them, by id, with the
 #: reason.  The test keeps them out of the assertion (a named xfail) until the model is fixed.
@@ -150,7 +160,8 @@ class PublishedMeasurement:
         predicted_bound: the package's lower bound on the time (s) for ``kind == "time"``, or the
             peak rate (B/s or FLOP/s) for rates — computed from the setting.
         efficiency: ``predicted_bound / measured`` (time) or ``measured / predicted_bound``
-            (rates); 1.0 means the measurement sits on the roof.
+            (rates); 1.0 means the measurement sits on the roof.  For a ``stated`` row the
+            "measurement" is the stated expectation.
         binds: what sets the bound: ``"memory"``, ``"compute"``, ``"link"`` or ``"peak"``.
         known_gap: the :data:`KNOWN_MODEL_GAPS` reason when the package's model is known not to
             apply to this row, else ``""``.
@@ -178,11 +189,17 @@ class PublishedMeasurement:
     params: dict
     source: str
     notes: str
+    evidence: str
     topic: str
     predicted_bound: float
     efficiency: float
     binds: str
     known_gap: str = ""
+
+    @property
+    def is_measured(self) -> bool:
+        """True for a published run (``evidence == "measured"``), False for a stated expectation."""
+        return self.evidence == "measured"
 
     @property
     def beats_bound(self) -> bool:
@@ -389,6 +406,8 @@ def _check_row(r: dict) -> None:
         raise ValueError(f"{where}: chapter={r['chapter']!r} is not allowed; allowed: {', '.join(CHAPTER_TOPICS)}")
     if not r["source"].strip():
         raise ValueError(f"{where}: source is empty; every row needs one")
+    if r.get("evidence") not in EVIDENCE:
+        raise ValueError(f"{where}: evidence={r.get('evidence')!r} is not allowed; allowed: {', '.join(EVIDENCE)}")
 
 
 def published_measurements(chapter: str | None = None) -> list[PublishedMeasurement]:
@@ -425,7 +444,7 @@ def published_measurements(chapter: str | None = None) -> list[PublishedMeasurem
 
 def published_table(rows: list[PublishedMeasurement] | None = None):
     """A pandas DataFrame of the rows for display: id, topic, system, model, GPU × count,
-    precision, metric as published, measured, bound, efficiency, what binds.
+    precision, metric as published, measured, bound, efficiency, what binds, evidence.
 
     Measured and bound are shown in the row's unit family (ms or µs per token/step, GB/s,
     TFLOP/s), formatted as strings; ``efficiency`` stays a float (3 decimals).
@@ -446,4 +465,4 @@ def published_table(rows: list[PublishedMeasurement] | None = None):
         "GPUs": f"{m.n_gpus}× {m.gpu}", "precision": m.precision,
         "published": f"{m.value:g} {m.unit}", "measured": show(m.measured, m.kind),
         "bound / peak": show(m.predicted_bound, m.kind), "efficiency": round(m.efficiency, 3),
-        "binds": m.binds} for m in rows])
+        "binds": m.binds, "evidence": m.evidence} for m in rows])

@@ -60,13 +60,13 @@ def draw_bounds(lang: str) -> str:
     c = Canvas(W, H, lang=lang, title=p(
         "Published measurements against the book's bound: the range each kind of system reaches, "
         "what the bound leaves out, and the stated expectations kept apart",
-        "公开实测与本书界限的对照：每类系统达到的区间、界限未计入的部分，以及单列的声称值"))
+        "公开实测与本书下界的对照：每类系统达到的区间、下界未计入的部分，以及单列的声称值"))
     room = W - 2 * PAD
-    _line(c, PAD, PAD + 16, p("How close measured runs come to the bound", "实测离界限有多近"),
+    _line(c, PAD, PAD + 16, p("How close measured runs come to the bound", "实测离下界有多近"),
           room=room, size=15, weight="bold")
     # the axis: 0, 50 %, the bound
     ya = top - 14
-    for eff, lab in ((0.0, "0"), (0.5, "50%"), (1.0, p("bound", "界限"))):
+    for eff, lab in ((0.0, "0"), (0.5, "50%"), (1.0, p("bound", "下界"))):
         anchor = "start" if eff == 0 else "middle"
         c.text(_x(eff), ya, lab, size=SIZE, anchor=anchor, fill=PALETTE["muted"])
     c.line(_x(1.0), ya + 4, _x(1.0), top + len(kinds) * row_h + 36, stroke=PALETTE["text"], width=1.5,
@@ -97,7 +97,7 @@ def draw_bounds(lang: str) -> str:
                              f"NCCL 与 NVIDIA 给出的 {'、'.join(map(str, effs))}%：不计入区间"),
           room=room, fill=PALETTE["muted"], italic=True)
     _line(c, PAD, dy + 48, p("Plan with a matching row, never the bound alone.",
-                             "规划时用同类实测行，不要只看界限。"),
+                             "规划时用同类实测行，不要只看下界。"),
           room=room, fill=PALETTE["text"], weight="bold")
     return c.svg()
 

@@ -98,7 +98,7 @@ def draw_map(lang: str) -> str:
     H = PAD + top + len(rows) * (row_h + gap_h) + 22 + PAD
     c = Canvas(W, H, lang=lang, title=p(
         "The optimisation map: five accounts of a step and the techniques that change each",
-        "优化地图：一步的五本账，以及改变每本账的技术"))
+        "优化全景图：一步的五本账，以及改变每本账的技术"))
     room = W - 2 * PAD - 12
     _line(c, PAD, PAD + 16, p("What each optimisation changes", "每种优化改变的是哪本账"), room=W - 2 * PAD,
           size=15, weight="bold")

@@ -9,6 +9,7 @@ range.  Every number comes from :func:`~llm_dataflow.published.published_measure
 """
 from __future__ import annotations
 
+from ..published import efficiency_range, published_measurements
 from .svg import PALETTE, Canvas, pick, text_width
 
 __all__ = ["DIAGRAMS", "draw_bounds"]
@@ -41,7 +42,6 @@ def draw_bounds(lang: str) -> str:
     Raises:
         ValueError: ``lang`` not ``"en"`` or ``"zh_CN"``; a label too wide (a drawing bug).
     """
-    from ..published import efficiency_range, published_measurements   # pandas-free, torch-free
     rows = published_measurements()
     p = lambda en, zh: pick(lang, en, zh)  # noqa: E731
     kinds = [

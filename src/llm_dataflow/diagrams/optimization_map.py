@@ -21,6 +21,8 @@ from ..core.accounting import weight_bytes
 from ..core.config import model_config
 from ..core.kv import kv_bytes_per_token
 from ..core.parallel import pipeline_bubble_fraction
+from ..fusion import fusion_bytes
+from ..speculative import expected_tokens_per_step
 from .svg import PALETTE, Canvas, pick, text_width
 
 __all__ = ["DIAGRAMS", "draw_map", "map_numbers"]
@@ -38,8 +40,6 @@ def map_numbers() -> dict[str, float]:
     layer's BF16 score matrix of a 4,096-token prefill), ``kernels`` (unfused residual add +
     RMSNorm), ``tokens_per_step`` (speculative decoding, α = 0.8, γ = 4) and ``bubble`` (one
     request on 4 pipeline stages, a fraction)."""
-    from ..fusion import fusion_bytes                      # torch modules: imported on use
-    from ..speculative import expected_tokens_per_step
     cfg = model_config("Llama-3-8B")
     return {"w_bf16": weight_bytes(cfg, "bf16"), "w_int4": weight_bytes(cfg, "int4"),
             "kv_bf16": kv_bytes_per_token(cfg, "bf16"), "kv_fp8": kv_bytes_per_token(cfg, "fp8"),

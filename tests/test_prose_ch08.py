@@ -27,10 +27,11 @@ def test_section1_by_hand():
 
 def test_diagram_numbers():
     n = map_numbers()
-    assert (round(n["w_bf16"] / 1e9, 1), round(n["w_int4"] / 1e9, 1)) == (16.1, 5.7)
+    # the bytes a batch-1 decode step reads, as section 1 works them by hand
+    assert (round(n["w_bf16"] / 1e9, 2), round(n["w_int4"] / 1e9, 2)) == (15.01, 4.65)
     assert (round(n["kv_bf16"] / 1e3, 1), round(n["kv_fp8"] / 1e3, 1)) == (131.1, 66.6)
     assert n["scores"] == 32 * 4096 * 4096 * 2 and round(n["scores"] / 1e9, 1) == 1.1
-    assert n["kernels"] == 7 and round(n["tokens_per_step"], 2) == 3.36 and n["bubble"] == 0.75
+    assert n["kernels"] == 7 and n["bubble"] == 0.75 and "tokens_per_step" not in n
 
 
 def test_speculative_by_hand_and_the_calculator_opening():

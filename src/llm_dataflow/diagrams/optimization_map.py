@@ -4,25 +4,27 @@
 cache read per token, activations and intermediates, host round trips, idle time), each with the
 techniques that change it and one example computed by the package:
 
-* weights: :func:`~llm_dataflow.core.accounting.weight_bytes` of Llama-3-8B in BF16 and INT4;
+* weights: the bytes a batch-1 decode step of Llama-3-8B reads at context 0, in BF16 and INT4
+  (:func:`~llm_dataflow.core.roofline.decode_step_bounds`: every weight once, one embedding row,
+  the new token's K and V);
 * KV: :func:`~llm_dataflow.core.kv.kv_bytes_per_token` of Llama-3-8B in BF16 and FP8 (scales
   included);
 * activations: the score matrix of one layer of a 4,096-token Llama-3-8B prefill in BF16,
   ``H · T² · 2`` bytes, which FlashAttention never stores;
 * host round trips: the kernels of an unfused residual add + RMSNorm
-  (:func:`~llm_dataflow.fusion.fusion_bytes`) and the tokens per target step of speculative
-  decoding at α = 0.8, γ = 4 (:func:`~llm_dataflow.speculative.expected_tokens_per_step`);
+  (:func:`~llm_dataflow.fusion.fusion_bytes`), and batching, whose one step's launches serve every
+  row.  Speculative decoding is not on this row: it cuts the *target's* steps per token but adds
+  γ draft forwards per step, so its launches per token can grow;
 * idle time: the bubble of one request on four pipeline stages
   (:func:`~llm_dataflow.core.parallel.pipeline_bubble_fraction`).
 """
 from __future__ import annotations
 
-from ..core.accounting import weight_bytes
 from ..core.config import model_config
 from ..core.kv import kv_bytes_per_token
 from ..core.parallel import pipeline_bubble_fraction
+from ..core.roofline import decode_step_bounds
 from ..fusion import fusion_bytes
-from ..speculative import expected_tokens_per_step
 from .svg import PALETTE, Canvas, pick, text_width
 
 __all__ = ["DIAGRAMS", "draw_map", "map_numbers"]
@@ -31,21 +33,19 @@ W = 400          # px: 13 px text shows at 11.6 px in a 390 px phone's column
 PAD = 14
 SIZE = 13
 PREFILL_T = 4096
-ALPHA, GAMMA = 0.8, 4
 
 
 def map_numbers() -> dict[str, float]:
-    """The numbers ``ch08_map`` prints: ``w_bf16``, ``w_int4`` (B, Llama-3-8B's weights read per
-    decode step at batch 1), ``kv_bf16``, ``kv_fp8`` (B per token, all layers), ``scores`` (B, one
+    """The numbers ``ch08_map`` prints: ``w_bf16``, ``w_int4`` (B, what a batch-1 decode step of
+    Llama-3-8B reads at context 0), ``kv_bf16``, ``kv_fp8`` (B per token, all layers), ``scores`` (B, one
     layer's BF16 score matrix of a 4,096-token prefill), ``kernels`` (unfused residual add +
-    RMSNorm), ``tokens_per_step`` (speculative decoding, α = 0.8, γ = 4) and ``bubble`` (one
-    request on 4 pipeline stages, a fraction)."""
+    RMSNorm) and ``bubble`` (one request on 4 pipeline stages, a fraction)."""
     cfg = model_config("Llama-3-8B")
-    return {"w_bf16": weight_bytes(cfg, "bf16"), "w_int4": weight_bytes(cfg, "int4"),
+    return {"w_bf16": decode_step_bounds(cfg, "H100-SXM", 1, 0, "bf16").nbytes,
+            "w_int4": decode_step_bounds(cfg, "H100-SXM", 1, 0, "int4").nbytes,
             "kv_bf16": kv_bytes_per_token(cfg, "bf16"), "kv_fp8": kv_bytes_per_token(cfg, "fp8"),
             "scores": cfg.n_heads * PREFILL_T * PREFILL_T * 2,
             "kernels": fusion_bytes(1, 1, 2, residual=True)["kernels_unfused"],
-            "tokens_per_step": expected_tokens_per_step(ALPHA, GAMMA),
             "bubble": pipeline_bubble_fraction(4, 1)}
 
 
@@ -65,13 +65,14 @@ def draw_map(lang: str) -> str:
     n = map_numbers()
     p = lambda en, zh: pick(lang, en, zh)  # noqa: E731
     gb = lambda x: f"{x / 1e9:.1f} GB"  # noqa: E731
+    gb2 = lambda x: f"{x / 1e9:.2f} GB"  # noqa: E731
     kb = lambda x: f"{x / 1e3:.1f} KB"  # noqa: E731
     rows = [
         (p("Weights read per token", "每个 token 读取的权重"), PALETTE["hbm"],
          [p("quantisation: fewer bytes per weight", "量化：每个权重的字节更少"),
           p("batching, speculation: more tokens per read", "批处理、投机解码：每次读取服务更多 token")],
-         p(f"Llama-3-8B per step: {gb(n['w_bf16'])} in BF16, {gb(n['w_int4'])} in INT4",
-           f"Llama-3-8B 每步：BF16 {gb(n['w_bf16'])}，INT4 {gb(n['w_int4'])}")),
+         p(f"Llama-3-8B step: {gb2(n['w_bf16'])} in BF16, {gb2(n['w_int4'])} in INT4",
+           f"Llama-3-8B 每步读取：BF16 {gb2(n['w_bf16'])}，INT4 {gb2(n['w_int4'])}")),
         (p("KV cache read per token", "每个 token 读取的 KV Cache"), PALETTE["smem"],
          [p("KV quantisation: fewer bytes per token", "KV 量化：每个 token 的字节更少"),
           p("paged KV: less memory reserved, same bytes read", "分页 KV：预留更少，读取字节不变")],
@@ -84,9 +85,8 @@ def draw_map(lang: str) -> str:
            f"{PREFILL_T:,} token 的 Prefill：每层分数矩阵 {gb(n['scores'])}")),
         (p("Host round trips", "主机往返"), PALETTE["host"],
          [p(f"fusion: {n['kernels']} kernel launches become 1", f"融合：{n['kernels']} 次 kernel 启动变为 1 次"),
-          p("speculation: fewer target steps per token", "投机解码：每个 token 的目标模型步数更少")],
-         p(f"α = {ALPHA}, γ = {GAMMA}: {n['tokens_per_step']:.2f} tokens per target step",
-           f"α = {ALPHA}、γ = {GAMMA}：每个目标步 {n['tokens_per_step']:.2f} 个 token")),
+          p("batching: one step's launches serve every row", "批处理：一步的 kernel 启动服务所有行")],
+         p("each launch costs microseconds, whatever its bytes", "每次启动都要几微秒，与字节多少无关")),
         (p("Idle time", "空闲时间"), PALETTE["compute"],
          [p("continuous batching: no row waits for a batch", "连续批处理：没有一行要等整批结束"),
           p("P/D disaggregation: no prefill stalls a decode", "P/D 分离：Prefill 不再卡住 Decode")],

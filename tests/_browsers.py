@@ -386,9 +386,14 @@ CALC_LAYOUT_JS = """el => {
 }"""
 
 
-# Where a slider is, scrolled into view first if it is not (one round trip instead of five).
+# Where a slider is, scrolled into view first if it is not (one round trip instead of five), or if
+# something else is drawn over its middle (the theme's sticky header over a slider at the top edge:
+# a reader scrolls before touching it).
 TRACK_JS = """e => { let b = e.getBoundingClientRect();
-  if (b.top < 0 || b.bottom > innerHeight) { e.scrollIntoView({block: 'center'}); b = e.getBoundingClientRect(); }
+  const covered = () => { const h = document.elementFromPoint(b.x + b.width / 2, b.y + b.height / 2);
+                          return !(h === e || e.contains(h)); };
+  if (b.top < 0 || b.bottom > innerHeight || covered()) {
+    e.scrollIntoView({block: 'center'}); b = e.getBoundingClientRect(); }
   return {x: b.x, y: b.y, width: b.width, height: b.height, lo: +e.min, hi: +e.max, cur: +e.value}; }"""
 
 

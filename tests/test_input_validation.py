@@ -276,7 +276,8 @@ single_engine demo_tensor_parallel demo_pipeline_parallel demo_expert_parallel d
 calculator calculator_html calculator_rows static_views_enabled hosted_install_cell use_book_style with_thousands
 plot_mountain all_diagrams write_diagrams
 plot_pipeline_timeline plot_topology published_measurements published_table read_published_rows require_positive
-require_nonnegative check_token_ids card_messages translate_card stamp_measuring_cells value_template""".split()
+require_nonnegative check_token_ids card_messages translate_card stamp_measuring_cells value_template
+efficiency_range""".split()
 NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n in _KERNELS},
                    **{n: "measures this machine" for n in _MEASURE},
                    **{n: "files, processes, figures, widgets or a validation helper (tested elsewhere)"

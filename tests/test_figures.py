@@ -62,8 +62,8 @@ def test_phone_sized_shrinks_lays_out_and_raises_small_text():
         fig, (a, b) = plt.subplots(1, 2, figsize=(6.4, 4.0))
         a.plot([1, 10, 100], [1, 2, 3])
         a.set_xscale("log")
-        a.set_ylabel("decode step lower bound (ms)")
-        b.set_ylabel("tokens per second")
+        a.set_ylabel("step (ms)")
+        b.set_ylabel("tokens/s")
         b.annotate("small note", (0.5, 0.5), fontsize=8)
         fig.tight_layout()
         figures.phone_sized(fig)
@@ -102,6 +102,26 @@ def test_phone_sized_shrinks_lays_out_and_raises_small_text():
         r = fig.canvas.get_renderer()
         assert fig.legends[0].get_window_extent(r).y1 < ax.xaxis.label.get_window_extent(r).y0   # below the label
         plt.close(fig)
+        # a title wider than the figure wraps (chapter 00's byte ledger); tick labels too long for
+        # a phone keep a plot area of MIN_AXES_IN, the figure widening for it (chapter 09's rows
+        # of published measurements: that figure's text then shows under 11 px on a phone)
+        for long_title, ticks in ((True, False), (False, True)):
+            fig, ax = plt.subplots(figsize=(6.4, 3.2))
+            names = [f"mlperf-v4.1-llama2-70b-row-{i}-offline-scenario" for i in range(4)] if ticks else ["a", "b"]
+            ax.barh(names, [1, 2, 3, 4][:len(names)])
+            if long_title:
+                ax.set_title("Llama-2-7B BF16, 512-token prompt, 128 output tokens and more words", fontsize=12)
+            fig.tight_layout()
+            figures.phone_sized(fig)
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg", bbox_inches="tight")
+            width_pt = float(re.search(r'width="([0-9.]+)pt"', buf.getvalue()).group(1))
+            if ticks:
+                plot_in = ax.get_position().width * fig.get_size_inches()[0]
+                assert plot_in >= figures.MIN_AXES_IN - 0.02 and fig.get_size_inches()[0] <= 6.4, plot_in
+            else:
+                assert width_pt <= figures.FIGURE_WIDTH_IN * 72 + 3, width_pt
+            plt.close(fig)
     with pytest.raises(ValueError, match="fig=list"):
         figures.phone_sized([])
 

@@ -36,6 +36,8 @@ PHONE_COLUMN_PX = 358
 #: The widest a figure is drawn (in): MIN_FONT_PT × 4/3 px × 358 / (96 × 4.6) = 11.9 px in a
 #: 390 px phone's column (``tests/test_figures.py`` checks this arithmetic).
 FIGURE_WIDTH_IN = 4.6
+#: The narrowest plot area (in) a figure narrows to for the sake of its labels.
+MIN_AXES_IN = 1.3
 
 #: matplotlib rcParams the book sets (see the module docstring for why each).
 BOOK_RC: dict = {
@@ -65,8 +67,10 @@ def phone_sized(fig) -> None:
     one laid out once (``fig.tight_layout()``, or matplotlib's default subplot spacing) gets
     ``tight_layout`` at the new size when every axes is a subplot (an axes placed by hand keeps
     its place).  A legend hung below its axes moves to the figure's foot, in as many of its
-    columns as the width holds, and the figure grows by its height.  A narrower figure keeps
-    its size.
+    columns as the width holds, and the figure grows by its height; a text wider than the
+    figure (a long title) wraps; if labels still reach past the width (long tick labels), the
+    figure narrows until what it draws is :data:`FIGURE_WIDTH_IN` wide.  A narrower figure
+    keeps its size.
 
     Raises:
         ValueError: ``fig`` is not a matplotlib Figure.
@@ -103,6 +107,37 @@ def phone_sized(fig) -> None:
             if leg is not None and getattr(leg, "_bbox_to_anchor", None) is not None and \
                     leg.get_bbox_to_anchor().y1 < ax.bbox.y0:
                 _legend_at_foot(fig, ax, leg, renderer, relayout)
+        # a text wider than the figure (a long title) wraps at the figure's edges
+        wide = [t for t in fig.findobj(matplotlib.text.Text)
+                if t.get_text() and t.get_visible() and t.get_window_extent(renderer).width > fig.bbox.width]
+        for t in wide:
+            t.set_wrap(True)
+        if wide and relayout:
+            fig.tight_layout()
+        # a plot area squeezed below MIN_AXES_IN by its labels (long tick labels): the figure
+        # widens again until it has that much (its text then shows smaller on a phone)
+        for _ in range(3):
+            plot = min(ax.get_position().width for ax in fig.axes) * fig.get_size_inches()[0]
+            if not relayout or plot >= MIN_AXES_IN - 0.01:
+                break
+            w_now, h_now = fig.get_size_inches()
+            fig.set_size_inches(min(w, w_now + MIN_AXES_IN - plot), h_now)
+            fig.tight_layout()
+        # labels the layout cannot fit beside the axes (long tick labels): the figure narrows
+        # until what it draws is FIGURE_WIDTH_IN wide (the axes give up the room)
+        # (never below MIN_AXES_IN of plot: a figure whose labels alone fill a phone keeps its
+        # width, and its text shows smaller; tests/test_browser.py names it)
+        for _ in range(3):
+            drawn = fig.get_tightbbox(renderer).width   # in
+            w_now, h_now = fig.get_size_inches()
+            if drawn <= FIGURE_WIDTH_IN + 0.02 or not relayout:
+                break
+            fig.set_size_inches(w_now - (drawn - FIGURE_WIDTH_IN), h_now)
+            fig.tight_layout()
+            if min(ax.get_position().width for ax in fig.axes) * fig.get_size_inches()[0] < MIN_AXES_IN:
+                fig.set_size_inches(w_now, h_now)
+                fig.tight_layout()
+                break
 
 
 def _legend_at_foot(fig, ax, leg, renderer, relayout: bool) -> None:

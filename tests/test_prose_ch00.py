@@ -137,6 +137,8 @@ def test_context_threshold():
     assert round(2 * p / 1e9, 1) == 13.2 and round(2 * p / (295 * kv)) == 85
     assert ldf.critical_batch(cfg, "H100-SXM", 84) == 41_077
     assert ldf.critical_batch(cfg, "H100-SXM", 85) == math.inf
+    # the glossary's "critical batch" states the same threshold
+    assert "85 tokens for Llama-2-7B" in (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
 
 
 def test_critical_batch_figures_and_which_count_gives_which():

@@ -12,7 +12,12 @@ layer, ``enorm``, ``hnorm``, ``eh_proj`` and a ``shared_head`` with its norm and
 Hugging Face = 671B main model + 14B MTP) from deepseek-ai/DeepSeek-V3 README_WEIGHTS.md and
 README.md at commit 9b4e9788e4a3a731f7567338ed15d3ec549ce03b; vLLM's deepseek_mtp.py
 (``_rewrite_spec_layer_name``) loads a ``model.layers.61.embed_tokens`` and ``shared_head`` from
-the checkpoint, the copies counted here.
+the checkpoint, the copies counted here.  README_WEIGHTS.md's "11.5B unique parameters, excluding the
+shared 0.9B Embedding and 0.9B output Head" is the MTP layer alone (11.507 B here).
+
+Marlin on Turing: vllm-project/vllm PR #29901 ("[Kernel][Quantization][MoE] add marlin kernel
+support for turing (sm75)", merged) and PR #34319 ("[Doc] Update Marlin support matrix for
+Turing"); before it vLLM's Marlin kernels needed compute capability 8.0 (Ampere) or newer.
 """
 import json
 import pathlib

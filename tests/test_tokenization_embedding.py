@@ -89,7 +89,7 @@ def test_h2d_on_cpu_is_none():
 
 def test_ch02_prefill_cell_numbers():
     """Every number of chapter 02's assistant-prefill cell and its paragraph (issue 44, item 5;
-    the cell is in CH02_CELL.md until it is placed): 53 IDs for the generation prompt, 67 with
+    the cell sits in chapter 02, section 3, after the chat-template demo): 53 IDs for the generation prompt, 67 with
     the prefill left open (the same first 53, then 14), 68 closed (the last, 4, is <|eot_id|>),
     and both flags refused.  The flag is transformers' ``continue_final_message`` (PR #33198), also
     a field of vLLM's chat request (``vllm/entrypoints/openai/protocol.py``)."""

@@ -403,3 +403,24 @@ def test_gradescope_zip_layout(tmp_path):
         assert "/autograder/results/results.json" in run.replace("$ROOT", "/autograder")
         req = z.read("requirements.txt").decode()
         assert re.search(r"^numpy==\d", req, re.M) and "torch" not in req
+
+
+def test_grading_leaves_the_package_attention_as_it_was():
+    """ch06 Q3 disables the package's attention functions while it grades a student's blocked
+    attention, and must restore them: a function bound under two names (``llm_dataflow.flash.x``
+    and ``llm_dataflow.x``) was saved twice, and the second save restored the refusal (found
+    when tests/test_model.py ran after this file in one worker)."""
+    import llm_dataflow as ldf
+    import llm_dataflow.model as flash   # attention_reference lives in model.py (ldf.attention_reference)
+    import torch
+
+    q = torch.randn(1, 2, 5, 8)
+    before = flash.attention_reference(q, q, q)
+    import importlib.util
+    where = importlib.util.spec_from_file_location("ch06_spec", SOURCE / "ch06" / "ch06.py")
+    mod = importlib.util.module_from_spec(where)
+    where.loader.exec_module(mod)
+    ns = {"attention_by_blocks": lambda q, k, v, block: None, "q": None, "k": None, "v": None, "block": 7}
+    exec(mod._DISABLE, ns)
+    torch.testing.assert_close(flash.attention_reference(q, q, q), before)
+    torch.testing.assert_close(ldf.attention_reference(q, q, q), before)

@@ -237,7 +237,9 @@ for _mod in [sys.modules.get(m) for m in ("llm_dataflow.flash", "llm_dataflow.mo
         [sys.modules.get("torch.nn.functional")]:
     for _n in _blocked:
         _f = vars(_mod).get(_n) if _mod is not None else None     # (no module __getattr__: no imports)
-        if isinstance(_f, types.FunctionType) and not _f.__code__.co_freevars:
+        # one function can be bound under several names (llm_dataflow.flash.x is llm_dataflow.x):
+        # save it once, or the second save would record the refusal and restore it
+        if isinstance(_f, types.FunctionType) and not _f.__code__.co_freevars and all(_f is not g for g, _ in _saved):
             _saved.append((_f, _f.__code__))
             _f.__code__ = _refuse.__code__
 class _Block:

@@ -277,8 +277,15 @@ def find_command(text: str) -> EngineCommand | None:
         if not re.search(r"(?:^|[\s/])(?:vllm serve|sglang serve)\b|-m\s+(?:vllm\.entrypoints|sglang\.launch_server)"
                          r"|vllm/vllm-openai", s):
             continue
-        if "(" in s[:1] or "] " in s[:40]:            # a log line mentioning a command, not one
+        if "(" in s[:1] and "pid=" in s[:40] or "] " in s[:40]:   # a log line mentioning a command, not one
             continue
+        m = re.search(r"(?:[\w=,.:/-]+=\S*\s+)*(?:\S*python[\d.]*\s+-m\s|\S*vllm serve|\S*sglang serve|docker run)", s)
+        if m:
+            s = s[m.start():]                         # a caption before the command: '# vLLM (vllm serve …)'
+        if s.startswith("(") and s.endswith(")"):
+            s = s[1:-1]
+        elif s.endswith(")") and s.count(")") > s.count("("):
+            s = s[:-1]
         block = [s]
         while block[-1].endswith("\\") and k + 1 < len(lines):
             k += 1

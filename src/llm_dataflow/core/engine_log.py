@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from .engine_args import EngineCommand, Setting, find_command
 from .units import GiB, MiB
@@ -53,6 +55,10 @@ __all__ = ["MAX_BYTES", "LogFigure", "LogError", "EngineRun", "EngineLog", "read
 #: The most bytes read from one input (a startup log is a few hundred kB at most; the rest of a
 #: long server log is requests).
 MAX_BYTES = 2_000_000
+
+#: The most lines holding an anchor word that are parsed (a startup log has a few hundred; the cap
+#: keeps a pathological input within a second).
+MAX_ANCHORED = 2000
 
 #: Figure names and what each is, for the reconciliation's rows.
 FIGURE_NAMES = {
@@ -107,6 +113,7 @@ class LogError:
 
     Attributes:
         kind: ``"no_cache_memory"``, ``"max_seq_len"``, ``"kv_short"``, ``"oom_capture"``, ``"oom"``,
+            ``"failed"`` (vLLM V1's "EngineCore failed to start" with no cause in the lines read),
             ``"sglang_no_kv"``.
         line: the line number (1-based).
         text: the line.
@@ -382,12 +389,13 @@ _ERRORS = (
      lambda m: {"tried": _gib(m.group(1), m.group(2)), "total": _gib(m.group(4), m.group(5)),
                 "free": _num(m.group(6)) * (2**10 if m.group(7) == "KiB" else MiB if m.group(7) == "MiB" else GiB)}),
     (None, "oom", re.compile(r"CUDA error: out of memory|OutOfMemoryError|CUDA out of memory"), lambda m: {}),
+    ("vllm", "failed", re.compile(r"EngineCore failed to start|Engine core initialization failed"), lambda m: {}),
     ("sglang", "sglang_no_kv", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static|leave no GPU "
                                           r"memory for the KV cache"), lambda m: {}),
 )
 #: Words every line read below holds one of (a cheap first test per line: plain substring tests,
 #: which a long log's request lines fail fast).
-_ANCHORS = ("took", "rofiling", "blocks", "KV cache", "KV Cache", "oncurrency", "raph", "torch distributed",
+_ANCHORS = ("took", "failed to start", "initialization failed", "rofiling", "blocks", "KV cache", "KV Cache", "oncurrency", "raph", "torch distributed",
             "Load weight", "Memory pool", "max_total_num_tokens", "max seq len", "memory", "Initializing",
             "non-default args", "server_args", "version", "max model len", "Chunked prefill", "out of memory",
             "OutOfMemory", "apturing", "apture", "model weights take", "total_gpu_memory")
@@ -495,6 +503,39 @@ def _era(engine: str, version, text: str, command) -> str:
     return "vllm-v1"
 
 
+def _lines_holding(text: str, lines: list) -> tuple:
+    """``(lines to parse, lines to keep)``: the 1-based numbers of the lines holding an anchor
+    word, and of those naming an engine or a process (a command and its continuation lines).
+    Found with ``str.find`` over the whole text (C speed: a long log's request lines are never
+    visited one by one)."""
+    ends = list(accumulate(len(ln) + 1 for ln in lines))   # approximate for \r\n: corrected below
+
+    def numbers(words, cap):
+        out = set()
+        for w in words:
+            i = text.find(w)
+            while i != -1 and len(out) < cap:
+                out.add(bisect_right(ends, i) + 1)
+                i = text.find(w, i + 1)
+        return out
+
+    if "\r" in text[:65536]:                 # splitlines' ends differ from len + 1: map exactly
+        ends = []
+        pos = 0
+        for ln in text.splitlines(keepends=True):
+            pos += len(ln)
+            ends.append(pos)
+    parse = {n for n in numbers(_ANCHORS, 10 * MAX_ANCHORED) if n <= len(lines)}
+    if len(parse) > MAX_ANCHORED:
+        parse = set(sorted(parse)[:MAX_ANCHORED])
+    keep = {n for n in numbers(("vllm", "sglang", "pid="), 2_000) if n <= len(lines)}
+    for n in sorted(keep):
+        while n <= len(lines) and lines[n - 1].rstrip().endswith("\\") and n + 1 <= len(lines):
+            n += 1
+            keep.add(n)
+    return parse, keep - parse
+
+
 # --- the reader ---------------------------------------------------------------------------------
 def _clean(line: str) -> str:
     return _ANSI.sub("", line).rstrip("\r")
@@ -520,12 +561,17 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
     version = None
     model = None
     capture_at = None
-    for no, raw in enumerate(lines, 1):
-        if len(raw) > 20000:
-            raw = raw[:20000]
-        if not any(a in raw for a in _ANCHORS):
-            continue                    # most lines of a long log are requests: one search skips them
+    kept = []                           # the lines read: the era, the command and other engines are told from them
+    parse, keep = _lines_holding(text, lines)
+    if len(parse) == MAX_ANCHORED:
+        notes.append(f"read the first {MAX_ANCHORED:,} lines that hold a memory word; the rest was not read")
+    for no in sorted(parse | keep):
+        raw = lines[no - 1][:20000]
+        if no not in parse:
+            kept.append(raw[:2000])     # a command line (and its continuation), or a process prefix
+            continue
         line = _clean(raw)
+        kept.append(line[:400])
         rank, hint = _rank(line)
         if hint:
             votes[hint] += 1
@@ -582,33 +628,32 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                 ranks.setdefault(k, LogFigure(k, v, no, line.strip()[:400], rank))
             run.last_line, run.stage = no, stage
             break
-        if run.error is None:
+        weak = run.error is None or run.error.kind == "failed" or (run.error.kind in ("oom", "oom_capture")
+                                                                  and not run.error.numbers)
+        if weak:                        # a first error, or the cause of a bare "failed to start" / OOM
             for engine, kind, rx, fn in _ERRORS:
                 m = rx.search(line)
-                if not m:
+                if not m or (run.error is not None and kind == "failed"):
                     continue
+                if run.error is not None and run.error.kind in ("oom", "oom_capture") and kind != "oom":
+                    break
                 if kind == "oom" and capture_at is not None:
                     kind = "oom_capture"
+                if run.error is not None and kind.startswith("oom") and not fn(m):
+                    break               # the same OOM again, still without its figures
                 if engine:
                     votes[engine] += 2
                 run.error = LogError(kind, no, line.strip()[:400], fn(m))
                 break
-            else:
-                continue
-        elif run.error.kind == "oom" and not run.error.numbers:
-            for engine, kind, rx, fn in _ERRORS[3:4]:       # a later line of the same OOM with its figures
-                m = rx.search(line)
-                if m:
-                    run.error = LogError("oom_capture" if capture_at else "oom", no, line.strip()[:400], fn(m))
     runs = [r for r in runs if r.ranks or r.error or r.settings]
-    command = find_command(text)
+    command = find_command("\n".join(kept))
     if command is not None:
         votes[command.engine] += 5
         model = model or command.model
         version = version or command.version
     if not runs and command is None:
         for name, rx in _OTHER_ENGINES:
-            for no, line in enumerate(lines, 1):
+            for no, line in enumerate(lines[:5000], 1):
                 if rx.search(line):
                     raise ValueError(f"this looks like a {name} log (line {no}: {line.strip()[:80]!r}); explain reads "
                                      f"vLLM and SGLang only. Expected a line such as 'Available KV cache memory: … GiB' "
@@ -620,7 +665,7 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                          f"blocks: …', 'Memory profiling results: …' (vLLM) or 'Load weight end. … mem usage=… GB', "
                          f"'KV Cache is allocated. #tokens: …' (SGLang)")
     engine = "sglang" if votes["sglang"] > votes["vllm"] else "vllm"
-    era = _era(engine, version, text, command) if runs else "command"
+    era = _era(engine, version, "\n".join(kept), command) if runs else "command"
     for run in runs:
         if run.error is None and run.stage and run.stage not in ("ready", "CUDA graphs captured", "KV cache sized"):
             notes.append(f"the log stops after line {run.last_line} ({run.stage}): no KV-cache line follows; "

@@ -1,0 +1,154 @@
+"""``explain``: the corpus of real logs reconciled term by term with the planner's tolerances (5 %
+weights, 10 % KV room), or the one cause named; "what to change" for every failed start; the
+command line's messages and the README's example.
+
+Each row gives the log file (``tests/data/logs/``, address in ``tests/data/README.md``), the
+model's config, the GPU, and what the reconciliation must show.  ``expect`` maps a term to
+``True`` (within its tolerance), ``False`` (beyond it: the ``why`` must name the cause) or a
+number (the book's figure, pinned).
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("llm_dataflow.core.engines", reason="explain plans with issue 42's engine model")
+
+import llm_dataflow as ldf  # noqa: E402
+from llm_dataflow.core.explain import explain, explain_text, main  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+LOGS = DATA / "logs"
+RTX3090 = "name=RTX-3090,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71,runtime_gib=23.58,nvlink=none"
+FP8_BLOCK = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
+
+
+def qwen3_235b_a22b_fp8():
+    """Qwen3-235B-A22B in its FP8 release, the shapes of THUDM/slime's
+    ``scripts/models/qwen3-235B-A22B.sh`` (as ``tests/test_engine_logs.py`` builds it)."""
+    return ldf.ModelConfig(name="Qwen3-235B-A22B-FP8", model_type="qwen3_moe", n_layers=94, d_model=4096, n_heads=64,
+                           n_kv_heads=4, head_dim=128, d_ff=12288, vocab_size=151936, n_routed_experts=128,
+                           n_experts_per_token=8, moe_d_ff=1536, qk_norm=True, norm_eps=1e-6, rope_theta=1e6,
+                           max_position_embeddings=40960, quantization=ldf.quant_spec_from_config(FP8_BLOCK))
+
+
+def _part(name, marker):
+    """The lines of a two-engine file from ``marker`` on (its SGLang half)."""
+    text = (LOGS / name).read_text()
+    return text[text.index(marker):]
+
+
+# id, source (file name or callable giving text), config, hardware, run index, expected
+CORPUS = [
+    dict(id="issue10517-rtx3090-20k-ok", file="vllm-issue-10517-llama31-8b-rtx3090.log",
+         config=str(DATA / "Llama-3.1-8B-Instruct"), hw=RTX3090, run=0,
+         expect={"weights": True, "kv_memory": True, "gpu_blocks": True, "max_concurrency": True}),
+    dict(id="issue10517-rtx3090-29k-refused", file="vllm-issue-10517-llama31-8b-rtx3090.log",
+         config=str(DATA / "Llama-3.1-8B-Instruct"), hw=RTX3090, run=1, error="max_seq_len",
+         expect={"weights": True, "kv_memory": True, "kv_tokens": True, "max_concurrency": True}),
+    dict(id="pr550-llama2-7b-h100", file="gateway-api-inference-extension-pr550-h100.log",
+         config="Llama-2-7B", hw="H100-SXM", run=0,
+         expect={"weights": True, "kv_memory": True, "gpu_blocks": True}),
+    dict(id="issue33155-gpt-oss-120b-h100", file="vllm-issue-33155-gpt-oss-120b-h100.log",
+         config=str(DATA / "gpt-oss-120b"), hw="H100-SXM", run=0, expect={"weights": True}),
+    dict(id="issue27508-gpt-oss-120b-h100-failed", file="vllm-issue-27508-gpt-oss-120b-h100.log",
+         config=str(DATA / "gpt-oss-120b"), hw="H100-SXM", run=0, error="failed",
+         expect={"kv_memory": False}),
+    dict(id="issue21348-qwen3-235b-fp8-4xh100-vllm", file="vllm-issue-21348-qwen3-235b-a22b-fp8-4xh100.log",
+         config=qwen3_235b_a22b_fp8, hw="H100-SXM", run=0, settings={"tensor_parallel_size": 4},
+         expect={"kv_memory": False, "kv_tokens": False}),
+    dict(id="issue21348-qwen3-235b-fp8-4xh100-sglang",
+         text=lambda: _part("vllm-issue-21348-qwen3-235b-a22b-fp8-4xh100.log", "# SGLang"),
+         config=qwen3_235b_a22b_fp8, hw="H100-SXM", run=0, expect={"max_total_num_tokens": True}),
+    dict(id="issue7593-gemma2-9b-8xl4", file="vllm-issue-7593-gemma2-9b-8xl4-graph-oom.log",
+         config="Gemma-2-9B", hw="L4", run=0, settings={"tensor_parallel_size": 8},
+         # 2.3463 GiB logged per rank, 2.153 planned (-8.2 %): 0.19 GiB more on every rank, about one
+         # eighth of the tied 256,000 x 3,584 embedding (0.21 GiB): vLLM 0.5.x's Gemma 2 holds it
+         # apart from the logits head (an inference from the numbers; the thread does not say)
+         expect={"weights": False}),
+]
+
+
+def _explain(row):
+    text = row["text"]() if "text" in row else (LOGS / row["file"]).read_text()
+    cfg = row["config"]() if callable(row["config"]) else row["config"]
+    if row.get("settings"):                     # what the post says beside the log (its command's flags)
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in row["settings"].items())
+        text = f"vllm serve model {flags}\n" + text
+    return explain(text, config=cfg, hardware=row["hw"])
+
+
+@pytest.mark.parametrize("row", CORPUS, ids=lambda r: r["id"])
+def test_corpus_reconciled(row):
+    ex = _explain(row)[row["run"]]
+    rows = {r.term: r for r in ex.rows}
+    for term, want in row["expect"].items():
+        r = rows[term]
+        if want is True:
+            assert r.within, (row["id"], term, r.engine, r.book, r.diff)
+        elif want is False:
+            assert r.within is False and r.why.startswith("beyond the"), (row["id"], term, r.why)
+    for r in ex.rows:                           # every judged term: within, or its cause named
+        assert r.within is not False or r.why.startswith("beyond the"), (row["id"], r.term)
+    if row.get("error"):
+        assert ex.error.kind == row["error"]
+        assert ex.changes, "a failed start gets what to change"
+        assert all(c.flag.startswith("--") and c.cost for c in ex.changes)
+
+
+def test_refused_context_gets_the_largest_that_fits_and_the_utilisation_needed():
+    ex = _explain(CORPUS[1])[1]
+    flags = {c.flag.split()[0]: c for c in ex.changes}
+    assert {"--max-model-len", "--gpu-memory-utilization", "--kv-cache-dtype"} <= set(flags)
+    mml = int(flags["--max-model-len"].flag.split()[1].replace(",", ""))
+    assert 23_648 <= mml < 29_000                    # the engine's room is 23,648 tokens; the book's 4.5 % more
+    u = float(flags["--gpu-memory-utilization"].flag.split()[1])
+    assert 0.9 < u <= 0.95
+
+
+def test_cli_json_and_bad_input(tmp_path, capsys):
+    log = LOGS / "vllm-issue-10517-llama31-8b-rtx3090.log"
+    assert main(["explain", str(log), "--config", str(DATA / "Llama-3.1-8B-Instruct"), "--hardware", RTX3090,
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out) == 2 and out[1]["error"]["kind"] == "max_seq_len" and out[1]["changes"]
+    for data, msg in [(b"", "nothing to read"), (b"\x00\x01\x02" * 100, "not text"),
+                      (b"llama_model_loader: - kv 0\n", "llama.cpp"), (b"hello\n", "no vLLM or SGLang line")]:
+        p = tmp_path / "in.log"
+        p.write_bytes(data)
+        t = time.perf_counter()
+        assert main(["explain", str(p), "--hardware", "H100-SXM"]) == 2
+        assert msg in capsys.readouterr().err and time.perf_counter() - t < 1.0
+    assert main(["explain", str(log)]) == 2
+    assert "give --config" in capsys.readouterr().err
+    assert main(["explain", str(log), "--config", "Llama-3-8B"]) == 2
+    assert "give --hardware" in capsys.readouterr().err
+
+
+def test_cli_reads_standard_input_and_a_50_mb_log_within_a_second(tmp_path):
+    big = tmp_path / "big.log"
+    head = (LOGS / "gateway-api-inference-extension-pr550-h100.log").read_bytes()
+    line = b"INFO 03-21 20:16:01 [metrics.py:455] Avg prompt throughput: 0.0 tokens/s, Running: 1 reqs\n"
+    big.write_bytes(head + line * (50_000_000 // len(line)))
+    t = time.perf_counter()
+    res = explain(big.read_bytes()[:3_000_000], config="Llama-2-7B", hardware="H100-SXM")
+    assert time.perf_counter() - t < 1.0 and res[0].rows
+    proc = subprocess.run([sys.executable, "-m", "llm_dataflow", "explain", "-", "--config", "Llama-2-7B",
+                           "--hardware", "H100-SXM"], input=big.read_bytes(), capture_output=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert b"read the first 2,000,000 bytes" in proc.stdout
+
+
+def test_readme_shows_a_real_failed_start_explained():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- explain-example -->")
+    block = readme[start:].split("```")[3].removeprefix("text")   # the output block after the command
+    got = explain_text((LOGS / "vllm-issue-10517-llama31-8b-rtx3090.log").read_text(),
+                       config=str(DATA / "Llama-3.1-8B-Instruct"), hardware=RTX3090)
+    run2 = got[got.index("run 2 of 2"):]
+    assert block.strip() == run2.strip()

@@ -410,17 +410,25 @@ def _causes(rows, logged, fit) -> list:
     out = []
     for r in rows:
         if r.term in _KV_TERMS and r.within is False:
-            if gaps:
-                term, gib = max(gaps.items(), key=lambda kv: abs(kv[1]))
-                if abs(gib) >= 0.05:
-                    why = (f"beyond the {100 * r.tolerance:.0f} % tolerance: {_CAUSE[term]} "
-                           f"({_LABELS[term].split(' (')[0]} {gib:+.2f} GiB in the book)")
-                else:
-                    why = (f"beyond the {100 * r.tolerance:.0f} % tolerance: not from the terms the log prints; "
-                           "the engine's layout of the room differs from the book's")
+            tol = f"beyond the {100 * r.tolerance:.0f} % tolerance"
+            if r.term in ("kv_memory", "kv_pool"):
+                gap = r.book - r.engine                      # GiB more room in the book
             else:
-                why = (f"beyond the {100 * r.tolerance:.0f} % tolerance; the log prints no other term to say which "
-                       "(weights, activations, outside torch)")
+                gap = (r.book - r.engine) / r.book * fit.kv_bytes / GiB if r.book else 0.0
+            named = {t: g for t, g in gaps.items() if abs(g) >= 0.05}
+            if named:
+                term, gib = max(named.items(), key=lambda kv: abs(kv[1]))
+            if named and gib * gap < 0 and abs(gib) >= 0.5 * abs(gap):
+                why = (f"{tol}: {_CAUSE[term]} ({_LABELS[term].split(' (')[0]} {gib:+.2f} GiB in the book, "
+                       f"of a {gap:+.2f} GiB gap in the room)")
+            elif named or gaps:
+                have = ", ".join(_LABELS[t].split(" (")[0] for t in gaps)
+                why = (f"{tol}: the terms the log prints ({have}) explain less than half of the {gap:+.2f} GiB "
+                       "gap; the rest is in terms it does not print (activations, outside torch, the device "
+                       "total, the engine's layout)")
+            else:
+                why = (f"{tol}: {gap:+.2f} GiB more room in the book, and the log prints no other term to say "
+                       "which (weights, activations, outside torch)")
             r = replace(r, why=why)
         elif r.term == "weights" and r.within is False:
             r = replace(r, why=f"beyond the 5 % tolerance: {_CAUSE['weights']}")

@@ -3,7 +3,7 @@ it: its own flag names (dashes or underscores, ``--flag=value``, short aliases),
 it leaves out filled with the engine's default for that version, with the source of the default.
 Standard library only (it runs in the browser through Pyodide).
 
-What is read (:data:`FLAGS`): the settings that decide where a GPU's bytes go — the parallel
+What is read (:data:`ENGINE_FLAGS`): the settings that decide where a GPU's bytes go — the parallel
 degrees, the context, the memory share, the batch limits, the KV dtype, CUDA graphs, the weight
 format.  Every other flag is kept as given (``EngineCommand.other``), never guessed at.
 
@@ -30,7 +30,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-__all__ = ["FLAGS", "SWITCHES", "FlagSpec", "EngineCommand", "Setting", "parse_command", "engine_defaults",
+__all__ = ["ENGINE_FLAGS", "ENGINE_SWITCHES", "FlagSpec", "EngineCommand", "Setting", "parse_command", "engine_defaults",
            "find_command"]
 
 
@@ -57,7 +57,7 @@ def _f(engine, name, kind, *flags):
 
 #: The flags read, per engine.  vLLM accepts underscores for dashes (its ``FlexibleArgumentParser``),
 #: so ``--tensor_parallel_size`` is read too; SGLang's spellings are its ``add_cli_args`` ones.
-FLAGS = (
+ENGINE_FLAGS = (
     _f("vllm", "model", "str", "--model"),
     _f("vllm", "tensor_parallel_size", "int", "--tensor-parallel-size", "-tp"),
     _f("vllm", "pipeline_parallel_size", "int", "--pipeline-parallel-size", "-pp"),
@@ -94,10 +94,10 @@ FLAGS = (
     _f("sglang", "cuda_graph_max_bs", "int"),
     _f("sglang", "page_size", "int"),
 )
-_BY_FLAG = {(s.engine, f): s for s in FLAGS for f in s.flags}
+_BY_FLAG = {(s.engine, f): s for s in ENGINE_FLAGS for f in s.flags}
 #: Switches of either engine that take no value (so that the word after one is not read as its
 #: value: ``vllm serve --trust-remote-code MODEL``).
-SWITCHES = frozenset((
+ENGINE_SWITCHES = frozenset((
     "--trust-remote-code", "--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-log-requests",
     "--disable-log-stats", "--enable-auto-tool-choice", "--enable-sleep-mode", "--disable-custom-all-reduce",
     "--enable-metrics", "--enable-p2p-check", "--disable-radix-cache", "--enable-torch-compile",
@@ -106,7 +106,7 @@ SWITCHES = frozenset((
     "--async-scheduling", "--disable-cuda-graph-padding", "--enable-nan-detection", "--is-embedding",
 ))
 #: A switch vLLM also accepts negated (``--no-enforce-eager``; argparse's BooleanOptionalAction).
-_NEGATED = {(s.engine, "--no-" + s.flags[0][2:]): s for s in FLAGS if s.kind == "bool"}
+_NEGATED = {(s.engine, "--no-" + s.flags[0][2:]): s for s in ENGINE_FLAGS if s.kind == "bool"}
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class EngineCommand:
         engine: ``"vllm"`` or ``"sglang"``.
         text: the command as given (continuation lines joined).
         model: the model argument (a Hugging Face id or a path), or None.
-        settings: name → value for every flag of :data:`FLAGS` the command gives.
+        settings: name → value for every flag of :data:`ENGINE_FLAGS` the command gives.
         other: the other flags as given (name → value or True).
         env: ``NAME=value`` assignments before the command (``VLLM_USE_V1=1``).
         version: the version a container tag names (``vllm/vllm-openai:v0.10.1``), else None.
@@ -199,12 +199,12 @@ def parse_command(text: str) -> EngineCommand:
 
     Recognised: ``vllm serve MODEL``, ``python -m vllm.entrypoints.openai.api_server --model M``,
     a ``vllm/vllm-openai`` image's arguments, ``python -m sglang.launch_server --model-path M``
-    and ``sglang serve``.  The flags of :data:`FLAGS` are converted to their kinds; the others are
+    and ``sglang serve``.  The flags of :data:`ENGINE_FLAGS` are converted to their kinds; the others are
     kept as given in ``other``.
 
     Raises:
         ValueError: no engine invocation in the text (the message says what it expected); a
-            quoted string left open; a flag of :data:`FLAGS` with a value of the wrong kind.
+            quoted string left open; a flag of :data:`ENGINE_FLAGS` with a value of the wrong kind.
     """
     if not isinstance(text, str):
         raise ValueError(f"command={text!r} is not allowed; give the command line as text")
@@ -245,7 +245,7 @@ def parse_command(text: str) -> EngineCommand:
         takes_value = spec is not None and spec.kind != "bool"
         if eq:
             raw = val
-        elif (takes_value or (spec is None and negated is None and key not in SWITCHES)) and j + 1 < len(args) \
+        elif (takes_value or (spec is None and negated is None and key not in ENGINE_SWITCHES)) and j + 1 < len(args) \
                 and not (args[j + 1].startswith("-") and not re.fullmatch(r"-?[0-9.]+", args[j + 1])):
             raw = args[j + 1]
             j += 1

@@ -38,13 +38,13 @@ from .plan import main as plan_main
 from .quantization import checkpoint_precision
 from .units import GiB
 
-__all__ = ["TOLERANCE", "CHAPTERS", "Row", "Change", "Explanation", "explain", "explain_text"]   # and main(argv), the command
+__all__ = ["EXPLAIN_TOLERANCE", "EXPLAIN_CHAPTERS", "ExplainRow", "ExplainChange", "Explanation", "explain", "explain_text"]   # and main(argv), the command
 
 #: The planner tests' tolerances (fraction): weights 5 %, the KV room 10 %.
-TOLERANCE = {"weights": 0.05, "kv_memory": 0.10, "kv_tokens": 0.10, "gpu_blocks": 0.10,
+EXPLAIN_TOLERANCE = {"weights": 0.05, "kv_memory": 0.10, "kv_tokens": 0.10, "gpu_blocks": 0.10,
              "max_total_num_tokens": 0.10, "max_concurrency": 0.10, "kv_pool": 0.10}
 #: The chapter that teaches each term.
-CHAPTERS = {"total_memory": "01", "budget": "01", "weights": "01", "activations": "05", "non_torch": "07",
+EXPLAIN_CHAPTERS = {"total_memory": "01", "budget": "01", "weights": "01", "activations": "05", "non_torch": "07",
             "dist_init": "07", "free_before_load": "07", "cuda_graph": "05", "kv_memory": "06", "kv_pool": "06",
             "gpu_blocks": "06", "kv_tokens": "06", "max_total_num_tokens": "06", "max_concurrency": "06"}
 _LABELS = {"total_memory": "device total (GiB)", "budget": "budget (GiB)", "weights": "weights (GiB)",
@@ -73,11 +73,11 @@ _KV_TERMS = ("kv_memory", "kv_tokens", "gpu_blocks", "max_concurrency", "max_tot
 
 
 @dataclass(frozen=True)
-class Row:
+class ExplainRow:
     """One term of the reconciliation.
 
     Attributes:
-        term: a key of :data:`CHAPTERS`.
+        term: a key of :data:`EXPLAIN_CHAPTERS`.
         engine: the engine's figure (GiB for memory, else the count).
         book: the book's figure in the same unit (None: not modelled).
         diff: ``(book - engine) / engine`` (None when either is missing or the engine's is 0).
@@ -100,7 +100,7 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Change:
+class ExplainChange:
     """One setting that would change the outcome, computed by the same core.
 
     Attributes:
@@ -335,9 +335,9 @@ def _weights(cfg, s):
 # --- the rows ------------------------------------------------------------------------------------
 def _row(term, engine_value, book_value, line, why=None):
     diff = None if book_value is None or not engine_value else (book_value - engine_value) / engine_value
-    tol = TOLERANCE.get(term)
+    tol = EXPLAIN_TOLERANCE.get(term)
     within = None if tol is None or diff is None else abs(diff) <= tol + 1e-12
-    return Row(term, engine_value, book_value, diff, tol, within, why or _WHY[term], CHAPTERS[term], line)
+    return ExplainRow(term, engine_value, book_value, diff, tol, within, why or _WHY[term], EXPLAIN_CHAPTERS[term], line)
 
 
 def _rows(log, run, fit, total_preset) -> list:
@@ -476,7 +476,7 @@ def _changes(cfg, hw, log, s, version, fit, run) -> list:
             else:
                 hi = mid - 1
         if 0 < lo < ctx:
-            out.append(Change(f"--max-model-len {lo}", f"the largest context one sequence can hold ({kv_gib(attempt(context=lo))})",
+            out.append(ExplainChange(f"--max-model-len {lo}", f"the largest context one sequence can hold ({kv_gib(attempt(context=lo))})",
                               f"prompts and outputs past {lo:,} tokens are refused ({ctx - lo:,} fewer)", True))
         u0 = fit.fraction
         for step in range(1, 100):
@@ -485,7 +485,7 @@ def _changes(cfg, hw, log, s, version, fit, run) -> list:
                 break
             f = attempt(gpu_memory_utilization=u)
             if f is not None and _starts(f):
-                out.append(Change(f"--gpu-memory-utilization {u:.2f}", f"max_model_len {ctx:,} fits ({kv_gib(f)})",
+                out.append(ExplainChange(f"--gpu-memory-utilization {u:.2f}", f"max_model_len {ctx:,} fits ({kv_gib(f)})",
                                   f"leaves {(1 - u) * fit.capacity / GiB:,.2f} GiB outside the engine"
                                   + ("" if f.graphs_in_budget else ", where CUDA graphs are captured") , True))
                 break
@@ -494,26 +494,26 @@ def _changes(cfg, hw, log, s, version, fit, run) -> list:
         if f is not None:
             conc = f.max_concurrency
             res = kv_gib(f) + (f", {conc:.2f} sequences of {ctx:,}" if conc is not None else "")
-            out.append(Change("--kv-cache-dtype fp8", res, "K and V rounded to FP8 (chapter 08): half the KV bytes "
+            out.append(ExplainChange("--kv-cache-dtype fp8", res, "K and V rounded to FP8 (chapter 08): half the KV bytes "
                               "a token reads", _starts(f)))
     tp = fit.tp
     if tp * 2 <= 8:
         f = attempt(tp=tp * 2, ep=fit.ep * 2 if fit.ep > 1 else 1)
         if f is not None:
             flag = ("--tensor-parallel-size" if eng == "vllm" else "--tp") + f" {tp * 2}"
-            out.append(Change(flag, kv_gib(f) + " per GPU", f"{tp} more GPU{'s' if tp > 1 else ''}; an all-reduce per layer over "
+            out.append(ExplainChange(flag, kv_gib(f) + " per GPU", f"{tp} more GPU{'s' if tp > 1 else ''}; an all-reduce per layer over "
                               f"{tp * 2} GPUs (chapter 07)", _starts(f)))
     if cfg.n_routed_experts and fit.ep == 1 and tp > 1:
         f = attempt(ep=tp)
         if f is not None:
             flag = "--enable-expert-parallel" if eng == "vllm" else f"--ep-size {tp}"
-            out.append(Change(flag, kv_gib(f) + " per GPU", "whole experts per GPU: all-to-all traffic and "
+            out.append(ExplainChange(flag, kv_gib(f) + " per GPU", "whole experts per GPU: all-to-all traffic and "
                               "uneven expert load (chapter 07)", _starts(f)))
     capture = run is not None and run.error is not None and run.error.kind == "oom_capture"
     if eng == "vllm" and (capture or not fit.graphs_fit or (fit.graphs_in_budget and not _starts(fit))):
         f = attempt(enforce_eager=True)
         if f is not None:
-            out.append(Change("--enforce-eager", kv_gib(f) + "; no CUDA graph pool",
+            out.append(ExplainChange("--enforce-eager", kv_gib(f) + "; no CUDA graph pool",
                               "every decode step launches its kernels one by one: launch overhead at small "
                               "batches (chapter 05)", _starts(f)))
         if capture and not fit.graphs_in_budget:
@@ -522,14 +522,14 @@ def _changes(cfg, hw, log, s, version, fit, run) -> list:
             if u < fit.fraction:
                 f = attempt(gpu_memory_utilization=u)
                 if f is not None:
-                    out.append(Change(f"--gpu-memory-utilization {u:.2f}",
+                    out.append(ExplainChange(f"--gpu-memory-utilization {u:.2f}",
                                       f"{(1 - u) * fit.capacity / GiB:,.2f} GiB outside the budget for the graph "
                                       f"pool ({graphs / GiB:,.2f} GiB estimated) and 0.5 GiB of slack; {kv_gib(f)}",
                                       "a smaller KV cache", _starts(f)))
         seqs = s.get("max_num_seqs")
         n = int(seqs.value) if seqs is not None and seqs.value else 256
         if capture and n > 32:
-            out.append(Change(f"--max-num-seqs {n // 4}", "CUDA graphs are captured for batch sizes up to "
+            out.append(ExplainChange(f"--max-num-seqs {n // 4}", "CUDA graphs are captured for batch sizes up to "
                               "max_num_seqs: fewer, smaller graphs",
                               f"at most {n // 4} sequences per step", True))
     if eng == "sglang" and not _starts(fit):
@@ -539,7 +539,7 @@ def _changes(cfg, hw, log, s, version, fit, run) -> list:
                 break
             f = attempt(mem_fraction_static=u)
             if f is not None and _starts(f):
-                out.append(Change(f"--mem-fraction-static {u:.2f}", kv_gib(f),
+                out.append(ExplainChange(f"--mem-fraction-static {u:.2f}", kv_gib(f),
                                   f"less room outside the pool for activations and CUDA graphs", True))
                 break
     return out

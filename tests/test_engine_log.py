@@ -138,6 +138,31 @@ def test_vllm_v1_lines_and_the_kv_short_failure():
     assert run.figure("gpu_blocks").value == 127626 and run.figure("kv_tokens").value == 2042016
 
 
+def test_vllm_019_debug_lines_and_the_sampler_oom():
+    lg = read("vllm-0.19-gpt-oss-20b-h100-sampler-oom-excerpt.log")
+    assert (lg.version, lg.era, lg.model) == ("0.19.0", "vllm-v1", "openai/gpt-oss-20b")
+    run = lg.runs[0]
+    assert (gib(run, "total_memory"), gib(run, "budget"), gib(run, "weights"), gib(run, "activations"),
+            gib(run, "non_torch"), gib(run, "cuda_graph"), gib(run, "kv_memory")) == (
+        79.19, 75.23, 13.64, 2.87, 0.25, 1.84, 58.47)
+    assert gib(run, "cuda_graph_estimate") == 1.3
+    assert run.settings["max_num_seqs"].value == 1024 and run.settings["quantization"].value == "mxfp4"
+    # the OOM line comes first, the RuntimeError naming the sampler after it: the cause is the latter
+    assert run.error.kind == "oom_sampler"
+    assert run.error.numbers["max_num_seqs"] == 1024 and run.error.numbers["tried"] == 786 * 2**20
+    assert run.error.numbers["free"] == pytest.approx(552.5 * 2**20)
+
+
+def test_negative_kv_memory_and_engine_core_prefixes():
+    run = read("vllm-issue-23278-gpt-oss-120b-h100-0.10.1-start.log").runs[0]
+    assert list(run.ranks) == ["EngineCore_0"] and gib(run, "kv_memory") == -2.14
+    assert gib(run, "weights") == 65.9651 and run.error.kind == "failed"
+    run = read("vllm-issue-27508-gpt-oss-120b-h100-traceback.log").runs[0]
+    assert run.error.kind == "no_cache_memory"
+    lg = read("vllm-0.15.1-llama31-8b-a100-40gb-eager.log")
+    assert lg.version == "0.15.1" and lg.runs[0].settings["enforce_eager"].value is True
+
+
 def test_sglang_interleaved_tp_ranks_and_server_args():
     lg = read("sglang-0.4.3-qwq-32b-4xl4.log")
     assert (lg.engine, lg.era, lg.model, len(lg.runs)) == ("sglang", "sglang", "/home/model/Qwen/QwQ-32B", 1)

@@ -36,6 +36,16 @@ def qwen3_235b_a22b_fp8():
                            max_position_embeddings=40960, quantization=ldf.quant_spec_from_config(FP8_BLOCK))
 
 
+def gpt_oss_20b_mxfp4():
+    """gpt-oss-20b's config.json (``tests/data/gpt-oss-20b``, a copy without its
+    quantization_config) with the MXFP4 block gpt-oss-120b's config.json carries: the two
+    checkpoints ship the same format (``quant_method`` mxfp4; the 0.19.0 log prints
+    ``quantization=mxfp4``)."""
+    d = json.loads((DATA / "gpt-oss-20b" / "config.json").read_text())
+    d["quantization_config"] = json.loads((DATA / "gpt-oss-120b" / "config.json").read_text())["quantization_config"]
+    return d
+
+
 def _part(name, marker):
     """The lines of a two-engine file from ``marker`` on (its SGLang half)."""
     text = (LOGS / name).read_text()
@@ -64,6 +74,18 @@ CORPUS = [
     dict(id="issue21348-qwen3-235b-fp8-4xh100-sglang",
          text=lambda: _part("vllm-issue-21348-qwen3-235b-a22b-fp8-4xh100.log", "# SGLang"),
          config=qwen3_235b_a22b_fp8, hw="H100-SXM", run=0, expect={"max_total_num_tokens": True}),
+    dict(id="vllm019-gpt-oss-20b-h100-sampler-oom", file="vllm-0.19-gpt-oss-20b-h100-sampler-oom-excerpt.log",
+         config=gpt_oss_20b_mxfp4, hw="H100-SXM", run=0, error="oom_sampler",
+         expect={"weights": True, "kv_memory": True, "kv_tokens": True, "max_concurrency": True}),
+    dict(id="vllm019-gemma-2-9b-it-h100", file="vllm-0.19-gemma-2-9b-it-h100-excerpt.log",
+         config="Gemma-2-9B", hw="H100-SXM", run=0,
+         expect={"weights": True, "kv_memory": True, "kv_tokens": True, "max_concurrency": True}),
+    dict(id="vllm0151-llama31-8b-a100-40gb-eager", file="vllm-0.15.1-llama31-8b-a100-40gb-eager.log",
+         config=str(DATA / "Llama-3.1-8B-Instruct"), hw="A100-40GB-SXM", run=0,
+         expect={"weights": True, "kv_memory": True, "kv_tokens": True, "max_concurrency": True}),
+    dict(id="issue23278-gpt-oss-120b-h100-0101-failed", file="vllm-issue-23278-gpt-oss-120b-h100-0.10.1-start.log",
+         config=str(DATA / "gpt-oss-120b"), hw="H100-SXM", run=0, error="failed",
+         expect={"weights": True, "kv_memory": False}),
     dict(id="issue7593-gemma2-9b-8xl4", file="vllm-issue-7593-gemma2-9b-8xl4-graph-oom.log",
          config="Gemma-2-9B", hw="L4", run=0, settings={"tensor_parallel_size": 8},
          # 2.3463 GiB logged per rank, 2.153 planned (-8.2 %): 0.19 GiB more on every rank, about one
@@ -108,6 +130,16 @@ def test_refused_context_gets_the_largest_that_fits_and_the_utilisation_needed()
     assert 23_648 <= mml < 29_000                    # the engine's room is 23,648 tokens; the book's 4.5 % more
     u = float(flags["--gpu-memory-utilization"].flag.split()[1])
     assert 0.9 < u <= 0.95
+
+
+def test_sampler_oom_is_the_fp32_probabilities_of_max_num_seqs_requests():
+    # vLLM 0.19.0's gpt-oss-20b start on an H100 failed after its graphs: the sampler's warm-up
+    # (1,024 requests x 201,088 logits x 4 B = 785.5 MiB; torch asked 786.00) found 552.5 MiB free
+    ex = _explain(CORPUS[7])[0]
+    row = {r.term: r for r in ex.rows}["sampler"]
+    assert (row.engine, round(row.book, 2)) == (786.0, 785.5)
+    flags = [c.flag for c in ex.changes]
+    assert flags == ["--max-num-seqs 720", "--gpu-memory-utilization 0.94", "--enforce-eager"]
 
 
 def test_cli_json_and_bad_input(tmp_path, capsys):

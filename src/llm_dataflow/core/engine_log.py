@@ -76,6 +76,8 @@ FIGURE_NAMES = {
     "max_concurrency": "sequences of max_model_len the cache holds",
     "concurrency_tokens": "tokens per request of that figure",
     "cuda_graph": "CUDA graph memory",
+    "cuda_graph_estimate": "CUDA graph memory as profiled before the cache (vLLM 0.19 on)",
+    "consumed": "weights + memory outside torch, as vLLM 0.31 prints them",
     "dist_init": "torch.distributed's buffers (SGLang)",
     "free_before_load": "free memory before the weights load (SGLang)",
     "free_after_load": "free memory after the weights load (SGLang)",
@@ -113,7 +115,8 @@ class LogError:
 
     Attributes:
         kind: ``"no_cache_memory"``, ``"max_seq_len"``, ``"kv_short"``, ``"oom_capture"``, ``"oom"``,
-            ``"failed"`` (vLLM V1's "EngineCore failed to start" with no cause in the lines read),
+            ``"oom_sampler"`` (V1's sampler warm-up over ``max_num_seqs`` dummy requests, after the
+            graphs), ``"failed"`` (vLLM V1's "EngineCore failed to start" with no cause in the lines read),
             ``"sglang_no_kv"``.
         line: the line number (1-based).
         text: the line.
@@ -153,12 +156,15 @@ class EngineRun:
         least room, so memory room and blocks are the minimum over ranks; a weight or graph
         figure the maximum; otherwise the first rank's."""
         found = [r[name] for r in self.ranks.values() if name in r]
+        if not found and name == "cuda_graph":
+            return self.figure("cuda_graph_estimate")
         if not found:
             return None
         if name in ("kv_memory", "gpu_blocks", "kv_tokens", "max_total_num_tokens", "free_after_load",
                     "free_after_pool", "max_concurrency"):
             return min(found, key=lambda f: f.value)
-        if name in ("weights", "cuda_graph", "activations", "non_torch", "peak_torch", "dist_init"):
+        if name in ("weights", "cuda_graph", "cuda_graph_estimate", "activations", "non_torch", "peak_torch",
+                    "dist_init"):
             return max(found, key=lambda f: f.value)
         return found[0]
 
@@ -232,8 +238,8 @@ def decode_input(data, *, total: int | None = None) -> tuple:
 
 
 # --- line prefixes ------------------------------------------------------------------------------
-_ANSI = re.compile(r"(?:\x1b)?\[[0-9;]{1,8}m")
-_VLLM_PREFIX = re.compile(r"\((?P<who>[A-Za-z_]+?)(?:_(?P<tag>(?:DP\d+_?|PP\d+_?|TP\d+_?|EP\d+_?)+))?"
+_ANSI = re.compile(r"(?:\x1b|\^\[)?\[[0-9;]{1,8}m")
+_VLLM_PREFIX = re.compile(r"\((?P<who>[A-Za-z_]+?(?:_\d+)?)(?:_(?P<tag>(?:DP\d+_?|PP\d+_?|TP\d+_?|EP\d+_?)+))?"
                           r"(?:\s+rank=(?P<rank>\d+))?\s+pid=(?P<pid>\d+)(?:,\s*ip=[\d.:a-f]+)?\)")
 _SGL_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<tags>(?: (?:DP|TP|EP|PP|CP)\d+)*)\]")
 _OTHER_ENGINES = (
@@ -259,7 +265,7 @@ def _rank(line: str) -> tuple:
             return tag.strip("_").replace("_", " "), "vllm"
         if rank is not None:
             return f"rank {rank}", "vllm"
-        if who in ("APIServer", "ApiServer", "EngineCore"):
+        if who in ("APIServer", "ApiServer", "EngineCore") or who.startswith(("EngineCore_", "ApiServer_")):
             return who, "vllm"
         return f"pid {pid}", "vllm"
     return "driver", None
@@ -282,8 +288,8 @@ def _gib(s: str, unit: str = "GiB") -> float:
 _P = []
 
 
-def _pat(engine, stage, regex, fn):
-    _P.append((engine, stage, re.compile(regex), fn))
+def _pat(engine, stage, regex, fn, split=True):
+    _P.append((engine, stage, re.compile(regex), fn, split))
 
 
 _pat("vllm", "weights loaded", r"Loading model weights took " + _NUM + r" ?(GiB|GB)",
@@ -316,8 +322,8 @@ def _profiling(m):
 _pat("vllm", "profiled", r"Memory profiling results: (.*)", _profiling)
 _pat("vllm", "KV cache sized", r"#? ?(?:GPU|cuda|CUDA) blocks: " + _NUM + r"(?:, # CPU blocks: " + _NUM + ")?",
      lambda m: {"gpu_blocks": _num(m.group(1)), **({"cpu_blocks": _num(m.group(2))} if m.group(2) else {})})
-_pat("vllm", "KV cache sized", r"Available KV cache memory: " + _NUM + r" ?GiB",
-     lambda m: {"kv_memory": _gib(m.group(1))})
+_pat("vllm", "KV cache sized", r"Available KV cache memory: (-?)" + _NUM + r" ?GiB",
+     lambda m: {"kv_memory": -_gib(m.group(2)) if m.group(1) else _gib(m.group(2))})
 _pat("vllm", "KV cache sized", r"GPU KV cache size: " + _NUM + r" tokens",
      lambda m: {"kv_tokens": _num(m.group(1))})
 _pat("vllm", "KV cache sized", r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + "x",
@@ -325,7 +331,32 @@ _pat("vllm", "KV cache sized", r"Maximum concurrency for " + _NUM + r" tokens pe
 _pat("vllm", "CUDA graphs captured", r"Graph capturing finished in " + _NUM + r" secs?, took " + _NUM + r" ?(GiB|GB)",
      lambda m: {"cuda_graph": _gib(m.group(2))})
 _pat("vllm", "CUDA graphs profiled", r"Estimated CUDA graph memory: " + _NUM + r" ?GiB",
+     lambda m: {"cuda_graph_estimate": _gib(m.group(1))})
+_pat("vllm", "CUDA graphs captured", r"CUDA graph pool memory: " + _NUM + r" ?GiB \(actual\)",
      lambda m: {"cuda_graph": _gib(m.group(1))})
+_pat("vllm", "started", r"worker init memory snapshot: .*total_memory=" + _NUM + r" ?GiB",
+     lambda m: {"total_memory": _gib(m.group(1))})
+_pat("vllm", "profiled", r"Total non KV cache memory: " + _NUM + r" ?GiB; torch peak memory increase: " + _NUM +
+     r" ?GiB; non-torch forward increase memory: " + _NUM + r" ?GiB; weights memory: " + _NUM + " ?GiB",
+     lambda m: {"activations": _gib(m.group(2)), "non_torch": _gib(m.group(3)), "weights": _gib(m.group(4))})
+
+
+def _free_on_device(m):
+    line = m.group(0)
+    out = {"total_memory": _gib(m.group(2)), "gpu_memory_utilization": _num(m.group(3)), "budget": _gib(m.group(4))}
+    for rx, name in ((r"Actual usage is " + _NUM + r" ?GiB for weight", "weights"),
+                     (_NUM + r" ?GiB for peak activation", "activations"),
+                     (_NUM + r" ?GiB for non-torch memory", "non_torch"),
+                     (_NUM + r" ?GiB for CUDAGraph memory", "cuda_graph"),
+                     (r"Actual usage is " + _NUM + r" ?GiB for consumed memory", "consumed")):
+        f = re.search(rx, line)
+        if f:
+            out[name] = _gib(f.group(1))
+    return out
+
+
+_pat("vllm", "KV cache sized", r"Free memory on device \(" + _NUM + "/" + _NUM + r" ?GiB\) on startup\. Desired GPU memory "
+     r"utilization is \(" + _NUM + ", " + _NUM + r" ?GiB\)\..*", _free_on_device, split=False)
 _pat("sglang", "torch.distributed set up", r"Init torch distributed ends\. mem usage=" + _NUM + " ?GB",
      lambda m: {"dist_init": _gib(m.group(1))})
 _pat("sglang", "loading weights", r"Load weight begin\. avail mem=" + _NUM + " ?GB",
@@ -374,6 +405,8 @@ def _sgl_totals(m):
 _pat("sglang", "ready", r"max_total_num_tokens=[0-9]+.*", _sgl_totals)
 
 _ERRORS = (
+    ("vllm", "oom_sampler", re.compile(r"CUDA out of memory occurred when warming up sampler with (\d+) dummy requests"),
+     lambda m: {"max_num_seqs": int(m.group(1))}),
     ("vllm", "no_cache_memory", re.compile(r"No available memory for the cache blocks"), lambda m: {}),
     ("vllm", "max_seq_len", re.compile(r"max seq len \(" + _NUM + r"\) is larger than the maximum number of "
                                        r"tokens that can be stored in KV cache \(" + _NUM + r"\)"),
@@ -395,12 +428,16 @@ _ERRORS = (
 )
 #: Words every line read below holds one of (a cheap first test per line: plain substring tests,
 #: which a long log's request lines fail fast).
-_ANCHORS = ("took", "failed to start", "initialization failed", "rofiling", "blocks", "KV cache", "KV Cache", "oncurrency", "raph", "torch distributed",
+_ANCHORS = ("took", "failed to start", "Defaulting", "Free memory on device", "memory snapshot", "non KV cache", "initialization failed", "rofiling", "blocks", "KV cache", "KV Cache", "oncurrency", "raph", "torch distributed",
             "Load weight", "Memory pool", "max_total_num_tokens", "max seq len", "memory", "Initializing",
             "non-default args", "server_args", "version", "max model len", "Chunked prefill", "out of memory",
             "OutOfMemory", "apturing", "apture", "model weights take", "total_gpu_memory")
 #: A figure seen again on the same rank after the cache was sized starts another run.
 _SPLIT = {"weights", "free_before_load", "dist_init", "total_memory", "peak_torch", "gpu_blocks", "kv_memory", "kv_tokens"}
+#: How specific an error is: a later line of a more specific kind names the cause of a start that
+#: failed (V1 prints "EngineCore failed to start" before the ValueError; an OOM before its RuntimeError).
+_RANK = {"failed": 0, "oom": 1, "oom_capture": 2, "oom_sampler": 3, "no_cache_memory": 3, "kv_short": 3,
+         "max_seq_len": 3, "sglang_no_kv": 3}
 _CAPTURE = re.compile(r"[Cc]apturing (?:the model for )?(?:CUDA graph|cudagraph)|Capture cuda graph begin|capture_model"
                       r"|Capturing CUDA graph shapes|graph capture", re.I)
 _VERSION = (
@@ -411,7 +448,8 @@ _VERSION = (
 _CONFIG = re.compile(r"Initializing an? (?:V1 )?LLM engine(?: \(v[^)]*\))? with config: (.*)")
 _NONDEFAULT = re.compile(r"non-default args: (\{.*\})")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
-_LOG_SETTINGS = re.compile(r"Using max model len (\d+)|Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+_LOG_SETTINGS = re.compile(r"Using max model len (\d+)|Chunked prefill is enabled with max_num_batched_tokens=(\d+)"
+                           r"|Defaulting (max_num_seqs|max_num_batched_tokens) to (\d+)")
 
 
 def _kv_pairs(body: str) -> dict:
@@ -579,7 +617,7 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
         if version is None:
             for rx in _VERSION:
                 m = rx.search(line)
-                if m and ("vLLM" in line or "LLM engine" in line or "api_utils" in line):
+                if m and ("vLLM" in line or "LLM engine" in line or "api_utils" in line or "█" in line):
                     version = m.group(1)
                     votes["vllm"] += 3
                     break
@@ -603,11 +641,14 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
             votes["sglang"] += 3
         m = _LOG_SETTINGS.search(line)
         if m:
-            name = "max_model_len" if m.group(1) else "max_num_batched_tokens"
-            run.settings[name] = Setting(int(m.group(1) or m.group(2)), "log", line[:200])
+            if m.group(3):
+                run.settings[m.group(3)] = Setting(int(m.group(4)), "log", line[:200])
+            else:
+                name = "max_model_len" if m.group(1) else "max_num_batched_tokens"
+                run.settings[name] = Setting(int(m.group(1) or m.group(2)), "log", line[:200])
         if _CAPTURE.search(line):
             capture_at = no
-        for engine, stage, rx, fn in _P:
+        for engine, stage, rx, fn, split in _P:
             m = rx.search(line)
             if not m:
                 continue
@@ -616,7 +657,7 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                 continue
             votes[engine] += 2
             ranks = run.ranks.setdefault(rank, {})
-            again = any(k in ranks for k in figs if k in _SPLIT) and any(
+            again = split and any(k in ranks for k in figs if k in _SPLIT) and any(
                 k in r for r in run.ranks.values() for k in ("kv_memory", "gpu_blocks", "kv_tokens", "max_total_num_tokens"))
             if again or (run.engine is not None and run.engine != engine):
                 run = EngineRun(settings=dict(run.settings) if not run.engine or run.engine == engine else {})
@@ -628,23 +669,22 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                 ranks.setdefault(k, LogFigure(k, v, no, line.strip()[:400], rank))
             run.last_line, run.stage = no, stage
             break
-        weak = run.error is None or run.error.kind == "failed" or (run.error.kind in ("oom", "oom_capture")
-                                                                  and not run.error.numbers)
-        if weak:                        # a first error, or the cause of a bare "failed to start" / OOM
-            for engine, kind, rx, fn in _ERRORS:
-                m = rx.search(line)
-                if not m or (run.error is not None and kind == "failed"):
-                    continue
-                if run.error is not None and run.error.kind in ("oom", "oom_capture") and kind != "oom":
-                    break
-                if kind == "oom" and capture_at is not None:
-                    kind = "oom_capture"
-                if run.error is not None and kind.startswith("oom") and not fn(m):
-                    break               # the same OOM again, still without its figures
+        for engine, kind, rx, fn in _ERRORS:
+            m = rx.search(line)
+            if not m:
+                continue
+            if kind == "oom" and capture_at is not None:
+                kind = "oom_capture"
+            numbers = fn(m)
+            cur = run.error
+            if cur is None or _RANK[kind] > _RANK[cur.kind] or (kind == cur.kind and numbers and not cur.numbers):
+                merged = {**(cur.numbers if cur is not None else {}), **numbers}
+                run.error = LogError(kind, no, line.strip()[:400], merged)
                 if engine:
                     votes[engine] += 2
-                run.error = LogError(kind, no, line.strip()[:400], fn(m))
-                break
+            elif cur is not None and numbers and cur.kind != kind and kind.startswith("oom"):
+                run.error = LogError(cur.kind, cur.line, cur.text, {**numbers, **cur.numbers})
+            break
     runs = [r for r in runs if r.ranks or r.error or r.settings]
     command = find_command("\n".join(kept))
     if command is not None:

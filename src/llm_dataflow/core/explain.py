@@ -36,9 +36,10 @@ from .parallel import check_parallel
 from .plan import PLAN_HARDWARE, hardware_arg, load_model_arg
 from .plan import main as plan_main
 from .quantization import checkpoint_precision
-from .units import GiB
+from .units import GiB, MiB
 
-__all__ = ["EXPLAIN_TOLERANCE", "EXPLAIN_CHAPTERS", "ExplainRow", "ExplainChange", "Explanation", "explain", "explain_text"]   # and main(argv), the command
+__all__ = ["EXPLAIN_TOLERANCE", "EXPLAIN_CHAPTERS", "ExplainRow", "ExplainChange", "Explanation", "explain",
+           "explain_text", "sampler_warmup_bytes"]   # and main(argv), the command
 
 #: The planner tests' tolerances (fraction): weights 5 %, the KV room 10 %.
 EXPLAIN_TOLERANCE = {"weights": 0.05, "kv_memory": 0.10, "kv_tokens": 0.10, "gpu_blocks": 0.10,
@@ -46,13 +47,14 @@ EXPLAIN_TOLERANCE = {"weights": 0.05, "kv_memory": 0.10, "kv_tokens": 0.10, "gpu
 #: The chapter that teaches each term.
 EXPLAIN_CHAPTERS = {"total_memory": "01", "budget": "01", "weights": "01", "activations": "05", "non_torch": "07",
             "dist_init": "07", "free_before_load": "07", "cuda_graph": "05", "kv_memory": "06", "kv_pool": "06",
-            "gpu_blocks": "06", "kv_tokens": "06", "max_total_num_tokens": "06", "max_concurrency": "06"}
+            "gpu_blocks": "06", "kv_tokens": "06", "max_total_num_tokens": "06", "max_concurrency": "06",
+            "sampler": "05"}
 _LABELS = {"total_memory": "device total (GiB)", "budget": "budget (GiB)", "weights": "weights (GiB)",
            "activations": "activation peak (GiB)", "non_torch": "outside torch (GiB)",
            "dist_init": "torch.distributed (GiB)", "free_before_load": "free before load (GiB)",
            "cuda_graph": "CUDA graphs (GiB)", "kv_memory": "KV cache (GiB)", "kv_pool": "KV pool K+V (GiB)",
            "gpu_blocks": "KV blocks", "kv_tokens": "KV tokens", "max_total_num_tokens": "KV pool tokens",
-           "max_concurrency": "max concurrency (x)"}
+           "max_concurrency": "max concurrency (x)", "sampler": "sampler warm-up (MiB)"}
 _WHY = {
     "total_memory": "what torch.cuda.mem_get_info reports, less than the datasheet's GB",
     "budget": "the engine's share: total x gpu_memory_utilization",
@@ -68,6 +70,8 @@ _WHY = {
     "kv_tokens": "the room in tokens, by the engine's layout of layer groups",
     "max_total_num_tokens": "the pool over one token's K and V in every layer",
     "max_concurrency": "sequences of max_model_len tokens the room holds",
+    "sampler": ("FP32 probabilities of max_num_seqs dummy requests over the vocabulary (vLLM's "
+                "_dummy_sampler_run), allocated after the graphs, outside the budget"),
 }
 _KV_TERMS = ("kv_memory", "kv_tokens", "gpu_blocks", "max_concurrency", "max_total_num_tokens", "kv_pool")
 
@@ -200,7 +204,8 @@ def _model(config, log: EngineLog) -> ModelConfig:
     if isinstance(config, ModelConfig):
         return config
     if isinstance(config, dict):
-        return ModelConfig.from_hf(config)
+        base = (log.model or "").rstrip("/").rsplit("/", 1)[-1] or None
+        return ModelConfig.from_hf(config, name=base)
     if config is not None:
         return load_model_arg(config)
     name = log.model
@@ -333,6 +338,21 @@ def _weights(cfg, s):
 
 
 # --- the rows ------------------------------------------------------------------------------------
+def sampler_warmup_bytes(vocab_size: int, max_num_seqs: int) -> int:
+    """Bytes of the FP32 probabilities vLLM V1 allocates when it warms up its sampler with
+    ``max_num_seqs`` dummy requests (``_dummy_sampler_run`` → ``random_sample``'s
+    ``torch.empty_like(probs)``; shape ``[max_num_seqs, V]``, 4 B each), after the CUDA graphs and
+    outside the budget: gpt-oss-20b (V = 201,088) at 1,024 sequences 823,656,448 B, the 786.00 MiB
+    its 0.19.0 log tried to allocate (torch rounds to 2 MiB).
+
+    Raises:
+        ValueError: ``vocab_size`` or ``max_num_seqs`` not a positive integer.
+    """
+    for name, v in (("vocab_size", vocab_size), ("max_num_seqs", max_num_seqs)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}={v!r} is not allowed; give a positive integer")
+    return 4 * vocab_size * max_num_seqs
+
 def _row(term, engine_value, book_value, line, why=None):
     diff = None if book_value is None or not engine_value else (book_value - engine_value) / engine_value
     tol = EXPLAIN_TOLERANCE.get(term)
@@ -340,7 +360,7 @@ def _row(term, engine_value, book_value, line, why=None):
     return ExplainRow(term, engine_value, book_value, diff, tol, within, why or _WHY[term], EXPLAIN_CHAPTERS[term], line)
 
 
-def _rows(log, run, fit, total_preset) -> list:
+def _rows(log, run, fit, total_preset, cfg) -> list:
     g = lambda name: run.figure(name)  # noqa: E731
     rows = []
     if log.engine == "vllm":
@@ -364,8 +384,12 @@ def _rows(log, run, fit, total_preset) -> list:
             logged["kv_tokens"] = (run.error.numbers["kv_tokens"], run.error.line)
         if run.error is not None and run.error.kind == "kv_short":
             logged.setdefault("kv_memory", (run.error.numbers["available"] / GiB, run.error.line))
+        if run.error is not None and run.error.kind == "oom_sampler" and "tried" in run.error.numbers:
+            n = run.error.numbers["max_num_seqs"]
+            logged["sampler"] = (run.error.numbers["tried"] / MiB, run.error.line)
+            book["sampler"] = sampler_warmup_bytes(cfg.vocab_size, n) / MiB
         for name in ("total_memory", "budget", "weights", "activations", "non_torch", "cuda_graph",
-                     "kv_memory", "gpu_blocks", "kv_tokens", "max_concurrency"):
+                     "kv_memory", "gpu_blocks", "kv_tokens", "max_concurrency", "sampler"):
             if name in logged:
                 rows.append(_row(name, logged[name][0], book[name], logged[name][1]))
         return _causes(rows, logged, fit)
@@ -442,7 +466,8 @@ def _starts(fit) -> bool:
     return fit.fits and (conc is None or conc >= 1)
 
 
-def _changes(cfg, hw, log, s, version, fit, run) -> list:
+def _changes(cfg, hw, log, s, version, fit, run, notes) -> list:
+    """What to change, each option by the same core; appends its calibration line to ``notes``."""
     eng = log.engine
     out = []
     given = {}
@@ -465,57 +490,87 @@ def _changes(cfg, hw, log, s, version, fit, run) -> list:
         except ValueError:
             return None
 
-    kv_gib = lambda f: f"{f.kv_bytes / GiB:,.2f} GiB of KV, {f.kv_tokens:,} tokens"  # noqa: E731
-    if eng == "vllm" and ctx:
+    # Calibrated to the log: where the engine printed its KV room, each option is the book's room for
+    # that option moved by the gap between the two (the terms the book does not see stay as they ran).
+    base = attempt() or fit
+    logged = run.figure("kv_memory") if run is not None and eng == "vllm" else None
+    if logged is None and run is not None and run.error is not None and "available" in run.error.numbers:
+        logged_kv = run.error.numbers["available"]
+    else:
+        logged_kv = logged.value if logged is not None else None
+    delta = 0.0 if logged_kv is None else logged_kv - (base.kv_bytes - base.over_budget)
+
+    def room(f):
+        return f.kv_bytes - f.over_budget + delta
+
+    def starts(f):
+        seq = f.sequence_bytes
+        return (not f.refused and f.graphs_fit and room(f) > 0 and (not seq or room(f) >= seq)
+                and (eng != "sglang" or _starts(f)))
+
+    def kv_gib(f):
+        r = max(room(f), 0.0)
+        conc = f", {r / f.sequence_bytes:.2f} sequences of {f.context:,}" if f.sequence_bytes else ""
+        return f"{r / GiB:,.2f} GiB of KV{conc}"
+
+    kind = run.error.kind if run is not None and run.error is not None else None
+    outside = kind in ("oom", "oom_capture", "oom_sampler")    # failed outside the budget, not for KV room
+    tight = fit.max_concurrency is not None and fit.max_concurrency < 1.5
+    kv_problem = not outside and (kind is not None or not starts(base) or tight)
+    if delta and kv_problem:
+        notes.append(f"what to change starts from the log's KV room, {abs(delta) / GiB:,.2f} GiB "
+                     f"{'less' if delta < 0 else 'more'} than the book's: each option moves it as the book computes")
+    if eng == "vllm" and ctx and kv_problem and not starts(base):
         lo, hi = 0, ctx
         while lo < hi:
             mid = (lo + hi + 1) // 2
             f = attempt(context=mid)
-            if f is not None and _starts(f):
+            if f is not None and starts(f):
                 lo = mid
             else:
                 hi = mid - 1
         if 0 < lo < ctx:
-            out.append(ExplainChange(f"--max-model-len {lo}", f"the largest context one sequence can hold ({kv_gib(attempt(context=lo))})",
-                              f"prompts and outputs past {lo:,} tokens are refused ({ctx - lo:,} fewer)", True))
+            out.append(ExplainChange(f"--max-model-len {lo}", f"the largest context one sequence can hold "
+                                     f"({kv_gib(attempt(context=lo))})",
+                                     f"prompts and outputs past {lo:,} tokens are refused ({ctx - lo:,} fewer)", True))
         u0 = fit.fraction
         for step in range(1, 100):
             u = round(u0 + 0.01 * step, 2)
             if u > 0.99:
                 break
             f = attempt(gpu_memory_utilization=u)
-            if f is not None and _starts(f):
+            if f is not None and starts(f):
                 out.append(ExplainChange(f"--gpu-memory-utilization {u:.2f}", f"max_model_len {ctx:,} fits ({kv_gib(f)})",
-                                  f"leaves {(1 - u) * fit.capacity / GiB:,.2f} GiB outside the engine"
-                                  + ("" if f.graphs_in_budget else ", where CUDA graphs are captured") , True))
+                                         f"leaves {(1 - u) * fit.capacity / GiB:,.2f} GiB outside the engine"
+                                         + ("" if f.graphs_in_budget else ", where CUDA graphs are captured"), True))
                 break
-    if fit.kv_per_token and (s.get("kv_cache_dtype") is None or _kv_dtype(s["kv_cache_dtype"].value) != "fp8"):
+    if kv_problem and fit.kv_per_token and (s.get("kv_cache_dtype") is None
+                                            or _kv_dtype(s["kv_cache_dtype"].value) != "fp8"):
         f = attempt(kv_dtype="fp8")
         if f is not None:
-            conc = f.max_concurrency
-            res = kv_gib(f) + (f", {conc:.2f} sequences of {ctx:,}" if conc is not None else "")
+            res = kv_gib(f)
             out.append(ExplainChange("--kv-cache-dtype fp8", res, "K and V rounded to FP8 (chapter 08): half the KV bytes "
-                              "a token reads", _starts(f)))
+                              "a token reads", starts(f)))
     tp = fit.tp
-    if tp * 2 <= 8:
+    if kv_problem and tp * 2 <= 8:
         f = attempt(tp=tp * 2, ep=fit.ep * 2 if fit.ep > 1 else 1)
         if f is not None:
             flag = ("--tensor-parallel-size" if eng == "vllm" else "--tp") + f" {tp * 2}"
             out.append(ExplainChange(flag, kv_gib(f) + " per GPU", f"{tp} more GPU{'s' if tp > 1 else ''}; an all-reduce per layer over "
-                              f"{tp * 2} GPUs (chapter 07)", _starts(f)))
-    if cfg.n_routed_experts and fit.ep == 1 and tp > 1:
+                              f"{tp * 2} GPUs (chapter 07)", starts(f)))
+    if kv_problem and cfg.n_routed_experts and fit.ep == 1 and tp > 1:
         f = attempt(ep=tp)
         if f is not None:
             flag = "--enable-expert-parallel" if eng == "vllm" else f"--ep-size {tp}"
             out.append(ExplainChange(flag, kv_gib(f) + " per GPU", "whole experts per GPU: all-to-all traffic and "
-                              "uneven expert load (chapter 07)", _starts(f)))
-    capture = run is not None and run.error is not None and run.error.kind == "oom_capture"
-    if eng == "vllm" and (capture or not fit.graphs_fit or (fit.graphs_in_budget and not _starts(fit))):
+                              "uneven expert load (chapter 07)", starts(f)))
+    capture = kind == "oom_capture"
+    if eng == "vllm" and (capture or not fit.graphs_fit or (fit.graphs_in_budget and not starts(base))):
         f = attempt(enforce_eager=True)
         if f is not None:
             out.append(ExplainChange("--enforce-eager", kv_gib(f) + "; no CUDA graph pool",
                               "every decode step launches its kernels one by one: launch overhead at small "
-                              "batches (chapter 05)", _starts(f)))
+                              "batches (chapter 05)", starts(f)))
         if capture and not fit.graphs_in_budget:
             graphs = given.get("cuda_graph_bytes", fit.cuda_graphs)
             u = int(100 * (1 - (graphs + 0.5 * GiB) / fit.capacity)) / 100
@@ -525,20 +580,44 @@ def _changes(cfg, hw, log, s, version, fit, run) -> list:
                     out.append(ExplainChange(f"--gpu-memory-utilization {u:.2f}",
                                       f"{(1 - u) * fit.capacity / GiB:,.2f} GiB outside the budget for the graph "
                                       f"pool ({graphs / GiB:,.2f} GiB estimated) and 0.5 GiB of slack; {kv_gib(f)}",
-                                      "a smaller KV cache", _starts(f)))
+                                      "a smaller KV cache", starts(f)))
         seqs = s.get("max_num_seqs")
         n = int(seqs.value) if seqs is not None and seqs.value else 256
         if capture and n > 32:
             out.append(ExplainChange(f"--max-num-seqs {n // 4}", "CUDA graphs are captured for batch sizes up to "
                               "max_num_seqs: fewer, smaller graphs",
                               f"at most {n // 4} sequences per step", True))
-    if eng == "sglang" and not _starts(fit):
+    if run is not None and run.error is not None and run.error.kind == "oom_sampler" and "free" in run.error.numbers:
+        n = int(run.error.numbers["max_num_seqs"])
+        per_seq = sampler_warmup_bytes(cfg.vocab_size, 1)
+        free = run.error.numbers["free"]
+        fit_n = int(free // per_seq) // 8 * 8
+        if 0 < fit_n < n:
+            out.append(ExplainChange(f"--max-num-seqs {fit_n}",
+                                     f"the sampler warm-up takes {fit_n * per_seq / MiB:,.0f} MiB, within the "
+                                     f"{free / MiB:,.1f} MiB the log found free",
+                                     f"at most {fit_n:,} sequences in a decode step (not {n:,})", True))
+        short = run.error.numbers["tried"] - free
+        step = max(1, -(-int(short * 100) // int(fit.capacity)))
+        u = round(fit.fraction - step / 100, 2)
+        f = attempt(gpu_memory_utilization=u)
+        if f is not None:
+            out.append(ExplainChange(f"--gpu-memory-utilization {u:.2f}",
+                                     f"{step / 100 * fit.capacity / GiB:,.2f} GiB more outside the budget for the "
+                                     f"{short / MiB:,.0f} MiB the warm-up lacked; {kv_gib(f)}",
+                                     "a smaller KV cache", starts(f)))
+        graphs = run.figure("cuda_graph")
+        if graphs is not None and graphs.value >= short:
+            out.append(ExplainChange("--enforce-eager", f"frees the {graphs.value / GiB:,.2f} GiB graph pool the "
+                                     "warm-up ran beside", "every decode step launches its kernels one by one: "
+                                     "launch overhead at small batches (chapter 05)", True))
+    if eng == "sglang" and not starts(base):
         for step in range(1, 20):
             u = round(fit.fraction + 0.01 * step, 2)
             if u > 0.97:
                 break
             f = attempt(mem_fraction_static=u)
-            if f is not None and _starts(f):
+            if f is not None and starts(f):
                 out.append(ExplainChange(f"--mem-fraction-static {u:.2f}", kv_gib(f),
                                   f"less room outside the pool for activations and CUDA graphs", True))
                 break
@@ -584,13 +663,14 @@ def explain(source, *, config=None, hardware=None) -> list:
                          f"{total_preset / GiB:.2f})")
         s = _settings(log, run, cfg, hw, version)
         fit, kw = _fit(cfg, hw, log, s, version)
-        rows = _rows(log, run, fit, total_preset) if run is not None else []
+        rows = _rows(log, run, fit, total_preset, cfg) if run is not None else []
         err = run.error if run is not None else None
         verdict = fit.reason
         if fit.warnings:
             notes.extend(fit.warnings)
         tight = fit.max_concurrency is not None and fit.max_concurrency < 1.5
-        changes = _changes(cfg, hw, log, s, version, fit, run) if (err is not None or not _starts(fit) or tight) else []
+        changes = (_changes(cfg, hw, log, s, version, fit, run, notes) if (err is not None or not _starts(fit) or tight)
+                   else [])
         out.append(Explanation(log.engine, version, vnote, cfg.name, hw0.name, kw["tp"], kw["ep"], s, rows, err,
                                verdict, changes, notes, fit))
     return out

@@ -7,6 +7,7 @@ model's config, the GPU, and what the reconciliation must show.  ``expect`` maps
 ``True`` (within its tolerance), ``False`` (beyond it: the ``why`` must name the cause) or a
 number (the book's figure, pinned).
 """
+import importlib
 import json
 import pathlib
 import subprocess
@@ -44,6 +45,19 @@ def gpt_oss_20b_mxfp4():
     d = json.loads((DATA / "gpt-oss-20b" / "config.json").read_text())
     d["quantization_config"] = json.loads((DATA / "gpt-oss-120b" / "config.json").read_text())["quantization_config"]
     return d
+
+
+def llama31_405b_fp8_july():
+    """Meta-Llama-3.1-405B-Instruct-FP8 as vLLM loaded it in July 2024 (16 KV heads), rebuilt from
+    primary sources by ``tests/test_quantization.py`` (its docstring names them)."""
+    return ldf.ModelConfig.from_hf(importlib.import_module("test_quantization")._llama31_405b_fp8(16))
+
+
+def mixtral_gptq():
+    """TheBloke/Mixtral-8x7B-v0.1-GPTQ: Mixtral-8x7B-v0.1's shapes (the preset) in the format of
+    the checkpoint's own ``quantize_config.json`` (``tests/data``, byte for byte)."""
+    qc = json.loads((DATA / "Mixtral-8x7B-v0.1-GPTQ" / "quantize_config.json").read_bytes())
+    return ldf.model_config("Mixtral-8x7B").replace(quantization=ldf.quant_spec_from_config(dict(qc, quant_method="gptq")))
 
 
 def _part(name, marker):
@@ -86,6 +100,12 @@ CORPUS = [
     dict(id="issue23278-gpt-oss-120b-h100-0101-failed", file="vllm-issue-23278-gpt-oss-120b-h100-0.10.1-start.log",
          config=str(DATA / "gpt-oss-120b"), hw="H100-SXM", run=0, error="failed",
          expect={"weights": True, "kv_memory": False}),
+    dict(id="issue6746-llama31-405b-fp8-8xh100", file="vllm-issue-6746-llama31-405b-fp8-8xh100-excerpt.log",
+         config=llama31_405b_fp8_july, hw="H100-SXM", run=0, settings={"tensor_parallel_size": 8},
+         expect={"weights": True}),
+    dict(id="pr23066-mixtral-gptq-tp2-h100", file="vllm-pr23066-mixtral-gptq-tp2-excerpt.log",
+         config=mixtral_gptq, hw="H100-SXM", run=0, settings={"tensor_parallel_size": 2},
+         expect={"weights": True}),
     dict(id="issue7593-gemma2-9b-8xl4", file="vllm-issue-7593-gemma2-9b-8xl4-graph-oom.log",
          config="Gemma-2-9B", hw="L4", run=0, settings={"tensor_parallel_size": 8},
          # 2.3463 GiB logged per rank, 2.153 planned (-8.2 %): 0.19 GiB more on every rank, about one

@@ -239,7 +239,7 @@ def decode_input(data, *, total: int | None = None) -> tuple:
 
 # --- line prefixes ------------------------------------------------------------------------------
 _ANSI = re.compile(r"(?:\x1b|\^\[)?\[[0-9;]{1,8}m")
-_VLLM_PREFIX = re.compile(r"\((?P<who>[A-Za-z_]+?(?:_\d+)?)(?:_(?P<tag>(?:DP\d+_?|PP\d+_?|TP\d+_?|EP\d+_?)+))?"
+_VLLM_PREFIX = re.compile(r"\((?P<who>[A-Za-z_]+?(?:_\d+)?)(?:[_ ](?P<tag>(?:DP\d+_?|PP\d+_?|TP\d+_?|EP\d+_?)+))?"
                           r"(?:\s+rank=(?P<rank>\d+))?\s+pid=(?P<pid>\d+)(?:,\s*ip=[\d.:a-f]+)?\)")
 _SGL_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<tags>(?: (?:DP|TP|EP|PP|CP)\d+)*)\]")
 _OTHER_ENGINES = (
@@ -258,7 +258,8 @@ def _rank(line: str) -> tuple:
     if m:
         tags = m.group("tags").split()
         return (" ".join(tags) if tags else "main"), "sglang"
-    m = _VLLM_PREFIX.search(line[:120])
+    found = list(_VLLM_PREFIX.finditer(line[:200]))
+    m = found[-1] if found else None          # nested prefixes: '(EngineCore_0 pid=…) (VllmWorker TP1 pid=…)'
     if m:
         who, tag, rank, pid = m.group("who"), m.group("tag"), m.group("rank"), m.group("pid")
         if tag:

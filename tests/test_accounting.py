@@ -123,22 +123,24 @@ def test_fp4_decode_on_b200():
 
 # --- memory fit -----------------------------------------------------------------------------------
 def test_memory_fit_verdicts():
+    """One convention for every calculator: vLLM's (the runtime's total, 0.9 of it, the engine's terms)."""
     fit = ldf.memory_fit("Llama-3.1-70B", "H100-SXM", "bf16")
-    assert not fit.fits and fit.reason.startswith("does not fit: weights need 141.1 GB per GPU")
+    assert not fit.fits and fit.reason.startswith("does not fit: weights 131.42 GiB")
     assert ldf.decode_calculator("Llama-3.1-70B", "H100-SXM", "bf16")["memory (one GPU)"] == fit.reason
     two = ldf.memory_fit("Llama-3.1-70B", "H100-SXM", "bf16", tp=2)
     assert two.fits and two.weights == pytest.approx(fit.weights / 2, rel=1e-3)
-    # KV room by hand: Llama-3-8B, BF16, one H100, batch 1 at context 0
+    # KV room by hand: Llama-3-8B, BF16, one H100 (79.22 GiB as the runtime reports it)
     cfg = ldf.model_config("Llama-3-8B")
     f = ldf.memory_fit(cfg, "H100-SXM", "bf16")
-    act = ldf.activation_bytes(cfg, 1, "bf16", logits_rows=1)
-    assert f.activations == act and f.reserve == 8e9 and f.kv == 0
-    assert f.kv_room_tokens == math.floor((80e9 - 8e9 - 16_060_522_496 - act) / 131_072)
-    # a batch whose cache does not fit says so, with the sum
+    act = ldf.activation_bytes(cfg, 8192, "bf16", logits_rows=256)
+    assert f.activations == act and f.capacity == 79.22 * 2**30 and f.reserve == f.capacity - 0.9 * f.capacity
+    room = 0.9 * f.capacity - 16_060_522_496 - act - f.non_torch - f.cuda_graphs
+    assert f.kv_bytes == room and f.kv == 0 and f.kv_tokens == int(room // (16 * 131_072)) * 16
+    # a batch whose cache does not fit says so, with the bytes
     big = ldf.memory_fit(cfg, "H100-SXM", "bf16", batch=64, context=8192)
     assert not big.fits and "KV" in big.reason and big.kv == 64 * 8192 * 131_072
-    with pytest.raises(ValueError, match="reserve_fraction"):
-        ldf.memory_fit(cfg, "H100-SXM", reserve_fraction=1.0)
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        ldf.memory_fit(cfg, "H100-SXM", gpu_memory_utilization=1.5)
 
 
 def test_memory_fit_pipeline_stages_and_replicated_kv():

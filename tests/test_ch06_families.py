@@ -92,18 +92,20 @@ Q_TOK = 12 * 2 * 2 * 256 * 2                                           # 24,576 
 
 
 def test_hybrid_concurrency_falls_by_exactly_the_state_share():
+    """The room in vLLM's blocks of its 12 full-attention layers; each sequence takes its blocks and its
+    state (issue 42: the room moved with the memory outside torch and the CUDA graph pool)."""
     q = qwen3_next()
     e = engine_memory(q, "H200", tp=2, batch=8, context=4096)
     state, per_tok = Q_STATE / 2, Q_TOK / 2         # tp 2: one of the 2 KV heads, half the state per GPU
     assert (e.state_per_sequence, e.kv_per_token) == (state, per_tok) == (19_759_104, 12_288)
-    assert e.kv_tokens == 4_151_728                 # the room itself does not change (without the state: the same)
-    assert e.max_concurrency == e.kv_tokens * per_tok / (4096 * per_tok + state)
-    before = 1013.60546875                          # without the state: kv_tokens / 4096
+    assert e.kv_tokens == 4_191_920                 # the room itself does not change with the state
+    assert e.max_concurrency == pytest.approx(e.kv_tokens * per_tok / (4096 * per_tok + state), rel=1e-14)
+    before = e.kv_tokens / 4096                     # without the state
     assert e.max_concurrency == pytest.approx(before * 4096 * per_tok / (4096 * per_tok + state), rel=1e-14)
-    assert int(e.max_concurrency) == 727
-    # batch × context tokens would fit at 728 sequences; with their state they do not
-    fits = {b: engine_memory(q, "H200", tp=2, batch=b, context=4096).fits for b in (727, 728)}
-    assert fits == {727: True, 728: False} and 728 * 4096 <= e.kv_tokens
+    assert int(e.max_concurrency) == 734
+    # batch × context tokens would fit at 735 sequences; with their state they do not
+    fits = {b: engine_memory(q, "H200", tp=2, batch=b, context=4096).fits for b in (734, 735)}
+    assert fits == {734: True, 735: False} and 735 * 4096 <= e.kv_tokens
     assert "the state of 8 sequences" in e.reason and e.reason.startswith("fits")
     assert engine_memory(q, "H200", tp=2).max_concurrency is None   # context 0: nothing asked
 
@@ -122,9 +124,11 @@ def test_state_splits_tp_ways_even_where_kv_heads_replicate():
     assert f2.state_per_sequence == Q_STATE / 2 / 2
 
 
-# main at 639ac67, before the state was charged (and a model without one must not move)
-UNCHANGED = [("Llama-3-8B", 1, 439_472, 107.29296875), ("Llama-3-8B", 2, 978_528, 238.8984375),
-             ("Llama-3.1-70B", 2, 6_816, 1.6640625), ("Mixtral-8x7B", 2, 383_792, 93.69921875)]
+# a model without a state: the room in tokens and the concurrency are blocks over blocks per sequence
+# (issue 42 moved them from main at 639ac67's 439,472 / 978,528 / 6,816 / 383,792 tokens: the memory
+# outside torch of vLLM V1's logs and the CUDA graph pool)
+UNCHANGED = [("Llama-3-8B", 1, 443_392, 108.25), ("Llama-3-8B", 2, 986_064, 240.73828125),
+             ("Llama-3.1-70B", 2, 9_824, 2.3984375), ("Mixtral-8x7B", 2, 391_328, 95.5390625)]
 
 
 @pytest.mark.parametrize("model, tp, tokens, conc", UNCHANGED)
@@ -141,8 +145,9 @@ def test_memory_fit_without_state_is_unchanged():
 
 
 def test_plan_prints_the_state_per_sequence(tmp_path, capsys):
+    from transformers import AutoConfig    # the whole config.json: plan refuses one that omits a size
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "qwen3_next"}))
+    path.write_text(json.dumps(AutoConfig.for_model("qwen3_next").to_dict()))
     args = ["plan", str(path), "--hardware", "H100-SXM", "--batch", "8", "--context", "4096", "--tp", "4"]
     assert plan_mod.main(args) == 0
     out = capsys.readouterr().out
@@ -151,7 +156,8 @@ def test_plan_prints_the_state_per_sequence(tmp_path, capsys):
     assert plan_mod.main(args + ["--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert (r["state_bytes_per_sequence"], r["state_bytes_per_sequence_per_gpu"]) == (Q_STATE, Q_STATE / 4)
-    assert r["max_concurrency"] == r["kv_room_tokens"] * (Q_TOK / 2) / (4096 * Q_TOK / 2 + Q_STATE / 4)
+    assert r["max_concurrency"] == pytest.approx(r["kv_room_tokens"] * (Q_TOK / 2) / (4096 * Q_TOK / 2 + Q_STATE / 4),
+                                                 rel=1e-14)
     assert plan_mod.main(["plan", "Llama-3-8B", "--hardware", "H100-SXM", "--batch", "8", "--context", "4096"]) == 0
     assert "state per sequence" not in capsys.readouterr().out
     r = plan_mod.plan_report("Llama-3-8B", "H100-SXM", batch=8, context=4096)

@@ -197,6 +197,76 @@ def test_params_of_fp8_block_and_bnb_nf4_checkpoints():
         ldf.tensor_parameters("x.qweight", "I32", [4, 4], {"bits": 3})
 
 
+def _w8a8_tensors(cfg):
+    """A compressed-tensors ``int-quantized`` W8A8 checkpoint, as RedHatAI's ``*-quantized.w8a8`` ship it:
+    every linear layer but lm_head an I8 ``.weight`` and a per-channel ``.weight_scale``."""
+    out = {}
+    for t in ldf.tensor_specs(cfg):
+        if t.in_features is None or t.role == "lm_head":
+            out[t.name] = torch.zeros(t.shape, dtype=torch.bfloat16)
+            continue
+        out[t.name] = torch.zeros(t.shape, dtype=torch.int8)
+        out[t.name[: -len("weight")] + "weight_scale"] = torch.zeros(t.shape[0], 1, dtype=torch.bfloat16)
+    return out
+
+
+def test_params_of_int8_w8a8_checkpoint(tmp_path):
+    """Issue 42: the I8 weights were counted as buffers (a model of 119,104 parameters read as fewer)."""
+    cfg = ldf.ModelConfig.from_hf(TINY_LLAMA_JSON)
+    save_file(_w8a8_tensors(cfg), tmp_path / "model.safetensors")
+    qc = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
+          "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int",
+                                                                           "strategy": "channel", "symmetric": True},
+                                        "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
+                                                              "dynamic": True}}}}
+    write_config(tmp_path, dict(TINY_LLAMA_JSON, quantization_config=qc))
+    info = ldf.inspect_checkpoint(tmp_path)
+    assert info["params"] == info["config_params"] == ldf.param_count(cfg) == 119_104
+    assert "buffer" not in info["non_parameters"] and info["non_parameters"]["quant_metadata"] > 0
+
+
+def test_params_of_mlx_4bit_checkpoint(tmp_path):
+    """MLX (mlx_lm) stores U32 ``.weight`` packing eight 4-bit values, ``.scales`` and ``.biases`` per
+    group, and writes ``quantization`` (not ``quantization_config``) in config.json; embeddings and
+    the head are quantised too.  It used to crash (config_params None); now the parameters are the
+    model's and the files' bytes are what the MLX format counts."""
+    cfg = ldf.ModelConfig.from_hf(TINY_LLAMA_JSON)
+    g, out = 32, {}
+    for t in ldf.tensor_specs(cfg):
+        if len(t.shape) != 2:
+            out[t.name] = torch.zeros(t.shape, dtype=torch.bfloat16)
+            continue
+        n_out, n_in = t.shape
+        p = t.name[: -len(".weight")]
+        out[t.name] = torch.zeros(n_out, n_in // 8, dtype=torch.uint32)
+        out[f"{p}.scales"] = torch.zeros(n_out, n_in // g, dtype=torch.bfloat16)
+        out[f"{p}.biases"] = torch.zeros(n_out, n_in // g, dtype=torch.bfloat16)
+    save_file(out, tmp_path / "model.safetensors")
+    write_config(tmp_path, dict(TINY_LLAMA_JSON, quantization={"group_size": g, "bits": 4}))
+    info = ldf.inspect_checkpoint(tmp_path)
+    assert isinstance(info["config"], ldf.ModelConfig) and info["params"] == info["config_params"] == 119_104
+    mlx = ldf.ModelConfig.from_hf(tmp_path)
+    assert mlx.quantization.weight_dtype == "int4" and "MLX" in mlx.quantization.source
+    assert ldf.weight_bytes(mlx, ldf.checkpoint_precision(mlx)) == info["tensor_bytes"]
+    for bad, key in [({"group_size": g, "bits": 3}, "quantization.bits=3"),
+                     ({"group_size": g, "bits": 4, "model.layers.0.mlp": {"bits": 8}}, "per-module overrides")]:
+        with pytest.raises(ValueError, match=key):
+            ldf.ModelConfig.from_hf(dict(TINY_LLAMA_JSON, quantization=bad))
+
+
+def test_params_of_mxfp4_blocks_and_bnb_int8():
+    """gpt-oss's experts: ``*_blocks`` U8 holding two FP4 values per byte, ``*_scales`` one E8M0 per 32;
+    bitsandbytes 8-bit: one INT8 weight per element and its ``SCB``."""
+    mx = {"quant_method": "mxfp4"}
+    assert ldf.tensor_parameters("model.layers.0.mlp.experts.gate_up_proj_blocks", "U8", [128, 5760, 90, 16], mx) == \
+        ("packed", 128 * 5760 * 2880)
+    assert ldf.tensor_parameters("model.layers.0.mlp.experts.gate_up_proj_scales", "U8", [128, 5760, 90], mx)[0] == \
+        "quant_metadata"
+    b8 = {"quant_method": "bitsandbytes", "load_in_8bit": True}
+    assert ldf.tensor_parameters("model.layers.0.mlp.up_proj.weight", "I8", [160, 64], b8) == ("packed", 160 * 64)
+    assert ldf.tensor_parameters("model.layers.0.mlp.up_proj.SCB", "F32", [160], b8)[0] == "quant_metadata"
+
+
 def test_minilm_stored_elements_vs_parameters():
     info = ldf.inspect_checkpoint(ldf.minilm_checkpoint().parent)
     assert info["stored_elements"] == 22_713_728

@@ -48,7 +48,7 @@ def hf_view(hc) -> dict:
                rope_scaling=None if rp.get("rope_type", "default") == "default" else
                {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")})
     # the attention window of each layer, as each modelling file computes it
-    if mt in ("qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss", "llama4_text", "qwen3_next"):
+    if mt in ("qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss", "llama4_text", "qwen3_next", "qwen2_moe"):
         out["windows"] = [{"sliding_attention": hc.sliding_window if mt not in ("llama4_text", "qwen3_next") else None,
                            "chunked_attention": ("chunk", getattr(hc, "attention_chunk_size", None)),
                            "linear_attention": "linear"}.get(t) for t in hc.layer_types]
@@ -66,16 +66,16 @@ def hf_view(hc) -> dict:
         out.update(n_routed_experts=hc.num_local_experts, n_experts_per_token=hc.num_experts_per_tok,
                    moe_d_ff=hc.intermediate_size, attention_sinks=True, router_linear_bias=True,
                    swiglu_limit=hc.swiglu_limit, swiglu_alpha=hc.swiglu_alpha)
-    if mt == "qwen3_next":
+    if mt in ("qwen3_next", "qwen2_moe"):
         moe = [i not in hc.mlp_only_layers and hc.num_experts > 0 and (i + 1) % hc.decoder_sparse_step == 0
                for i in range(L)]
         out.update(n_routed_experts=hc.num_experts, n_experts_per_token=hc.num_experts_per_tok,
                    moe_d_ff=hc.moe_intermediate_size, norm_topk_prob=hc.norm_topk_prob,
                    shared_expert_d_ff=hc.shared_expert_intermediate_size,
                    dense_layers=tuple(i for i in range(L) if not moe[i]),
-                   **{k: getattr(hc, k) for k in ("linear_num_key_heads", "linear_num_value_heads",
-                                                   "linear_key_head_dim", "linear_value_head_dim",
-                                                   "linear_conv_kernel_dim")})
+                   **({} if mt == "qwen2_moe" else {k: getattr(hc, k) for k in (
+                       "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                       "linear_value_head_dim", "linear_conv_kernel_dim")}))
     if mt == "mixtral":
         out.update(n_routed_experts=hc.num_local_experts, n_experts_per_token=hc.num_experts_per_tok,
                    moe_d_ff=hc.intermediate_size)
@@ -85,6 +85,10 @@ def hf_view(hc) -> dict:
         out.update(n_routed_experts=hc.num_local_experts, n_experts_per_token=hc.num_experts_per_tok,
                    moe_d_ff=hc.moe_intermediate_size, norm_topk_prob=hc.norm_topk_prob,
                    dense_layers=tuple(i for i in range(L) if not moe[i]))
+    if mt == "glm4_moe":   # Glm4MoeDecoderLayer: dense below first_k_dense_replace, then Glm4MoeMoE
+        out.update(n_routed_experts=hc.n_routed_experts, n_experts_per_token=hc.num_experts_per_tok,
+                   n_shared_experts=hc.n_shared_experts, moe_d_ff=hc.moe_intermediate_size,
+                   dense_layers=tuple(range(min(hc.first_k_dense_replace, L))), norm_topk_prob=hc.norm_topk_prob)
     if mt == "deepseek_v3":
         out.update(n_routed_experts=hc.n_routed_experts, n_experts_per_token=hc.num_experts_per_tok,
                    n_shared_experts=hc.n_shared_experts, moe_d_ff=hc.moe_intermediate_size,
@@ -207,6 +211,18 @@ MINIMAL = {
                          num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0, kv_lora_rank=16,
                          q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12,
                          attention_bias=True, n_shared_experts=2)],
+    "qwen2_moe": [dict(SMALL, num_key_value_heads=2, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+                       shared_expert_intermediate_size=48),
+                  dict(SMALL, num_key_value_heads=4, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=1,
+                       shared_expert_intermediate_size=40, decoder_sparse_step=2, mlp_only_layers=[0], qkv_bias=False,
+                       use_sliding_window=True, sliding_window=8, max_window_layers=2, norm_topk_prob=True)],
+    "granite": [dict(SMALL), dict(SMALL, num_key_value_heads=2, attention_bias=True, mlp_bias=True, head_dim=8,
+                                  embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0078125,
+                                  logits_scaling=8.0)],
+    "glm4_moe": [dict(SMALL, num_key_value_heads=2, moe_intermediate_size=32, n_routed_experts=8, num_experts_per_tok=2),
+                 dict(SMALL, num_key_value_heads=2, head_dim=24, moe_intermediate_size=32, n_routed_experts=8,
+                      num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=2, attention_bias=True,
+                      use_qk_norm=True, n_group=2, topk_group=1, routed_scaling_factor=2.5, partial_rotary_factor=0.25)],
 }
 # today's families (issue 27): tiny shapes of each layer pattern
 LLAMA4 = dict(SMALL, num_hidden_layers=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
@@ -339,6 +355,22 @@ def test_decoder_logits_llama_attention_bias_on_o_proj():
     d = dict(SMALL, model_type="llama", num_key_value_heads=2, attention_bias=True, mlp_bias=True)
     cfg, ours, _ = _decoder_vs_hf(d)
     assert cfg.attention_out_bias and ours.model.layers[0].self_attn.o_proj.bias is not None
+
+
+def test_decoder_logits_granite_at_llamas_scales():
+    """Granite (issue 42, a family vLLM serves widely): Llama's layers with biases on q, k, v, o and the
+    MLP, scaled by four multipliers (its attention scores by ``attention_multiplier``, not 1/sqrt(d_h)).
+    With them at Llama's values the Decoder runs it and matches transformers' logits; any other value
+    is kept in ``unmodelled`` and the Decoder refuses it."""
+    d = dict(SMALL, model_type="granite", num_key_value_heads=2, attention_bias=True, mlp_bias=True,
+             attention_multiplier=16 ** -0.5)
+    cfg, ours, _ = _decoder_vs_hf(d)
+    assert cfg.attention_out_bias and cfg.mlp_bias and cfg.unmodelled is None
+    for key, v in (("embedding_multiplier", 12.0), ("attention_multiplier", 1.0)):
+        c = ldf.ModelConfig.from_hf(dict(d, **{key: v}))
+        assert c.unmodelled == {key: v}
+        with pytest.raises(ValueError, match="unmodelled"):
+            ldf.Decoder(c)
 
 
 # --- refused, by name ----------------------------------------------------------------------------

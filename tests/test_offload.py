@@ -21,6 +21,14 @@ def test_streamed_equals_resident_and_table(name):
     assert t["transfer_analytic_s"].tolist() == pytest.approx((t["bytes"] / bw).tolist())
     assert (t["transfer_s"] > 0).all() and (t["compute_s"] > 0).all()
     assert r["model_overlap"] <= r["model_serial"]
+    # the models are whole forwards: the measured time outside the layers (embedding, final
+    # norm, LM head) plus the layers' sums, so they compare with the walls (issue 45, ch01)
+    assert r["non_layer_s"] > 0 and r["non_layer_resident_s"] > 0
+    assert r["model_serial"] == pytest.approx(r["non_layer_s"] + t["transfer_s"].sum() + t["compute_s"].sum())
+    assert r["model_serial_layers"] == pytest.approx(t["transfer_s"].sum() + t["compute_s"].sum())
+    assert r["model_overlap"] == pytest.approx(r["non_layer_s"] + r["model_overlap_layers"])
+    # overlap hides the shorter of copy and compute, never the compute of a layer
+    assert r["model_overlap"] >= r["non_layer_s"] + t["compute_s"].sum() - 1e-12
     if not torch.cuda.is_available():
         assert r["wall_overlap"] is None and not r["pinned"]
 

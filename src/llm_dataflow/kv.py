@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from .core.config import ModelConfig, model_config, require_model_config
+from .core.fit import memory_fit
 from .core.formats import KV_DTYPES
 from .core.kv import kv_bytes_per_token, kv_cache_bytes, state_bytes_per_sequence, state_dtype_for
 from .core.units import GB, GiB, check_dtype, no_overflow, require_nonnegative, require_positive
@@ -24,7 +25,10 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
     Returns a dict: attention kind, KV bytes per token, total KV bytes in B, GB (1e9) and GiB
     (2**30), and whether ``context`` exceeds ``max_position_embeddings`` (computed anyway); for a
     model with linear-attention layers (Qwen3-Next) also the fixed state each sequence holds,
-    which the total includes.
+    which the total includes; and what vLLM (0.21) sets aside per sequence, layer kind by layer
+    kind (a sliding layer ``window − 1 + 8,192`` tokens and a block), with the sequences of
+    ``context`` tokens one H200 holds beside BF16 weights (:func:`~llm_dataflow.core.fit.memory_fit`,
+    ``plan``'s convention).
 
     Raises:
         ValueError: ``model`` neither a preset name nor a ModelConfig, ``context`` not a
@@ -57,7 +61,21 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
         "KV cache GB (1e9 B)": round(total / GB, 3),
         "KV cache GiB (2^30 B)": round(total / GiB, 3),
         "beyond max_position_embeddings": beyond,
+        **_engine_rows(cfg, context, kv_dtype),
     }
+
+
+def _engine_rows(cfg: ModelConfig, context: int, kv_dtype: str) -> dict:
+    """vLLM's blocks per sequence by layer kind and the sequences one H200 holds (``plan``'s numbers)."""
+    if not context:
+        return {"vLLM sets aside per sequence": "no context"}
+    fit = memory_fit(cfg, "H200", "bf16", kv_dtype=kv_dtype, context=context, allow_long_context=True)
+    held = "; ".join(f"{g['kind'].replace('_attention', '')} x {g['layers']}: {g['tokens_per_sequence']:,} tokens"
+                     for g in fit.layout.groups if g["kind"] != "linear_attention")
+    conc = fit.max_concurrency
+    return {"vLLM sets aside per sequence": held,
+            "sequences one H200 holds (vLLM, BF16 weights)": "weights do not fit" if not fit.kv_tokens
+            else round(conc, 2)}
 
 
 # --------------------------------------------------------------------------------------------

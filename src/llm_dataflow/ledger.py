@@ -13,7 +13,9 @@ Assumptions (stated so a reader can change them): attention reads each K/V byte 
 forward pass (an idealisation: FlashAttention-2 streams K/V once per block of queries, and
 FlashAttention-1 reads K/V once but re-reads Q and O once per K/V block); the residual
 stream between layers is written once and read once per layer (everything inside a layer fused,
-which no engine fully achieves: QKV and MLP intermediates also round-trip HBM); logits are FP32
+which no engine fully achieves: QKV and MLP intermediates also round-trip memory), and those rows
+are charged to HBM although a tensor this small (D elements per token) is usually read back from
+L2 by the next kernel, so they are an upper bound on physical HBM traffic; logits are FP32
 and only the last position's logits are produced in prefill; one GPU (no GPU↔GPU traffic).
 Weights read per pass come from :func:`llm_dataflow.core.accounting.weight_bytes_read`: the embedding
 table is gathered (only the rows of the pass's tokens), and an MoE reads only the experts its
@@ -33,7 +35,7 @@ from .core.kv import kv_token_bytes
 from .core.units import GB, check_dtype, dtype_bits, no_overflow, require_positive
 from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
-__all__ = ["LedgerRow", "request_ledger", "movement_totals", "MemoryTier", "memory_tiers", "reader_tiers", "tier_probe_bytes", "physical_ram_bytes",
+__all__ = ["LedgerRow", "request_ledger", "movement_totals", "movement_times", "MemoryTier", "memory_tiers", "reader_tiers", "tier_probe_bytes", "physical_ram_bytes",
            "ledger_summary", "MOVEMENTS"]
 
 #: The four kinds of movement of chapter 00.
@@ -138,6 +140,37 @@ def movement_totals(rows: list[LedgerRow]) -> dict:
     for r in rows:
         out[r.movement] += r.total
     return out
+
+
+def movement_times(rows: list[LedgerRow], hw: HardwareSpec | str) -> dict:
+    """The least time (s) each kind of movement of :func:`request_ledger`'s rows takes on ``hw``:
+    its bytes over the bandwidth of the path it uses, ``time = bytes / bandwidth``.
+
+    * ``"host→device"``: over ``hw``'s host link (PCIe, per direction). A lower bound for the
+      load row, whose storage read and host copies come first (chapter 01 times them).
+    * ``"HBM→on-chip"`` and ``"on-chip→HBM"``: over HBM's datasheet bandwidth, one figure that
+      reads and writes share; so the two together take at least their sum.
+    * ``"GPU↔GPU"``: over ``hw``'s NVLink per direction (0 s when nothing moves; ``math.inf``
+      if bytes moved on a part without NVLink).
+
+    Only bandwidth is counted: kernel launches, latency and compute are left out, so each figure
+    is a lower bound (modelled).
+
+    Raises:
+        ValueError: ``rows`` as for :func:`movement_totals`; ``hw`` neither a hardware preset name
+            nor a HardwareSpec.
+    """
+    if isinstance(hw, str):
+        hw = hardware(hw)
+    if not isinstance(hw, HardwareSpec):
+        raise ValueError(f"hw={hw!r} is not allowed; give a hardware preset name or a HardwareSpec")
+    tot = movement_totals(rows)
+    nv = None if hw.nvlink in (None, "", "none") else link(hw.nvlink).bandwidth_per_direction
+    gpu = tot["GPU↔GPU"]
+    return {"host→device": tot["host→device"] / link(hw.host_link).bandwidth_per_direction,
+            "HBM→on-chip": tot["HBM→on-chip"] / hw.hbm_bandwidth,
+            "on-chip→HBM": tot["on-chip→HBM"] / hw.hbm_bandwidth,
+            "GPU↔GPU": 0.0 if gpu == 0 else (gpu / nv if nv else float("inf"))}
 
 
 @dataclass(frozen=True)
@@ -265,8 +298,9 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
     of the weight bytes stored (``output_len − 1`` steps, each reading every weight but the
     embedding table's unused rows, or for an MoE only the experts its tokens route to), and
     whether the request fits on one ``hardware`` GPU
-    (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens), saying so
-    when those tokens exceed the model's ``max_position_embeddings`` (the bytes are still counted).
+    (:func:`~llm_dataflow.core.fit.memory_fit` at ``prompt_len + output_len`` tokens, in vLLM's
+    convention), refused when those tokens exceed the model's positions, as the engine refuses
+    (the bytes are still counted).
 
     Raises:
         ValueError: as :func:`request_ledger`, or an unknown preset or hardware.
@@ -283,7 +317,6 @@ def ledger_summary(model: str = "Llama-2-7B", prompt_len: int = 512, output_len:
     out["decode weight reads ÷ weights stored"] = round(step.bytes_each * step.count / stored, 1)
     fit = memory_fit(cfg, hardware, dtype, batch=batch, context=prompt_len + output_len, prompt_len=prompt_len)
     out[f"one {hardware}"] = fit.reason
-    n_ctx = cfg.max_position_embeddings
-    if n_ctx and prompt_len + output_len > n_ctx:   # counted all the same, as request_ledger does
-        out[f"one {hardware}"] += f"; {prompt_len + output_len:,} tokens exceed {model}'s {n_ctx:,}-token context"
+    # beyond the model's positions the engine refuses to start (the reason says so); the bytes above
+    # are counted all the same, as request_ledger does
     return out

@@ -484,19 +484,14 @@ def load_sharded_checkpoint(folder, dtype: torch.dtype | None = None, device="cp
     return sd, shards
 
 
-#: Tensor-name endings of quantisation metadata — not parameters of the model: GPTQ/AWQ
-#: (``qzeros``, ``scales``, ``g_idx``), FP8 checkpoints (DeepSeek-V3's ``weight_scale_inv``;
-#: compressed-tensors' ``weight_scale``, ``input_scale``, ``weight_zero_point``,
-#: ``weight_global_scale``, ``input_global_scale``, ``weight_shape``; KV ``k_scale``/``v_scale``),
-#: bitsandbytes (``absmax``, ``quant_map``, ``nested_absmax``, ``nested_quant_map``,
-#: ``quant_state.bitsandbytes__nf4/fp4``, ``SCB``, ``weight_format``).
+#: Tensor-name endings of quantisation metadata, not parameters: GPTQ/AWQ, FP8 (DeepSeek-V3's
+#: ``weight_scale_inv``), compressed-tensors, KV scales and bitsandbytes' quantisation state.
 QUANT_METADATA_SUFFIXES = (".qzeros", ".scales", ".g_idx", ".weight_scale_inv", ".weight_scale", ".input_scale",
                            ".weight_zero_point", ".weight_global_scale", ".input_global_scale", ".weight_shape",
                            ".k_scale", ".v_scale", ".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
                            ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4", ".SCB",
                            ".weight_format")
-#: Tensor-name endings of packed integer weights: each stored element holds ``element bits / bits``
-#: weights (GPTQ/AWQ ``qweight``, compressed-tensors ``weight_packed``, all INT32).
+#: Tensor-name endings of packed integer weights (``element bits / bits`` weights per element).
 PACKED_WEIGHT_SUFFIXES = (".qweight", ".weight_packed")
 #: Persistent buffers some checkpoints store (not parameters): old Llama conversions' RoPE
 #: ``inv_freq``, GPT-2's causal-mask ``attn.bias`` / ``attn.masked_bias``.
@@ -504,28 +499,32 @@ _BUFFER_SUFFIXES = (".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias")
 
 
 def _quant_bits(qc) -> int | None:
-    """Bits per weight from config.json's ``quantization_config`` (GPTQ/AWQ ``bits``, AutoAWQ
-    ``w_bit``, compressed-tensors ``config_groups.*.weights.num_bits``), or ``None``."""
+    """Bits per weight from config.json's quantisation block (GPTQ/AWQ ``bits``, AutoAWQ ``w_bit``,
+    compressed-tensors ``config_groups.*.weights.num_bits``, MLX's ``quantization.bits``,
+    bitsandbytes ``load_in_8bit`` / ``load_in_4bit``, MXFP4's 4), or ``None``."""
     if not isinstance(qc, dict):
         return None
-    for key in ("bits", "w_bit"):
-        if isinstance(qc.get(key), int) and not isinstance(qc.get(key), bool):
-            return qc[key]
-    for group in (qc.get("config_groups") or {}).values():
-        nb = (group.get("weights") or {}).get("num_bits") if isinstance(group, dict) else None
-        if isinstance(nb, int) and not isinstance(nb, bool):
-            return nb
-    return None
+    groups = qc.get("config_groups")
+    found = [qc.get("bits"), qc.get("w_bit"), *((g.get("weights") or {}).get("num_bits") for g in
+                                                (groups.values() if isinstance(groups, dict) else ()) if isinstance(g, dict))]
+    found += [4 if qc.get("quant_method") == "mxfp4" or qc.get("load_in_4bit") is True else None,
+              8 if qc.get("load_in_8bit") is True else None]
+    return next((b for b in found if isinstance(b, int) and not isinstance(b, bool)), None)
+
+
+_INT_DTYPES = ("I32", "U32", "I64", "U64", "I16", "U16", "I8", "U8")
 
 
 def tensor_parameters(name: str, dtype: str, shape, quantization_config: dict | None = None) -> tuple[str, int]:
     """What a stored tensor is, and how many model parameters it holds: ``(kind, parameters)``.
 
-    Kinds: ``"parameter"`` (a floating-point tensor: ``numel``; F4/F8 included), ``"packed"``
-    (an integer tensor of :data:`PACKED_WEIGHT_SUFFIXES`, or bitsandbytes 4-bit ``U8`` weights:
-    ``numel × element bits / bits``, ``bits`` from ``quantization_config``), ``"quant_metadata"``
-    (:data:`QUANT_METADATA_SUFFIXES`: 0) and ``"buffer"`` (any other non-floating tensor, e.g.
-    BERT's ``position_ids`` in INT64, or a known buffer name: 0).
+    A count follows what the checkpoint stores, whatever element packs it.  Kinds: ``"parameter"``
+    (a floating-point tensor: ``numel``; F4/F8 included), ``"packed"`` (``numel × element bits /
+    bits``, ``bits`` from ``quantization_config`` — or MLX's ``quantization``: GPTQ/AWQ ``qweight``,
+    compressed-tensors ``weight_packed``, in a quantised checkpoint any integer ``.weight``: INT8
+    ``int-quantized``, bitsandbytes ``U8``/``I8``, MLX ``U32`` — and MXFP4's ``_blocks``),
+    ``"quant_metadata"`` (:data:`QUANT_METADATA_SUFFIXES`, MLX's ``.biases``, MXFP4's ``_scales``:
+    0) and ``"buffer"`` (any other non-floating tensor, e.g. ``position_ids``: 0).
 
     Raises:
         ValueError: ``name`` not a string, ``dtype`` not a safetensors dtype, ``shape`` not a list
@@ -541,14 +540,15 @@ def tensor_parameters(name: str, dtype: str, shape, quantization_config: dict | 
     if quantization_config is not None and not isinstance(quantization_config, dict):
         raise ValueError(f"quantization_config={quantization_config!r} is not allowed; give config.json's dict or None")
     numel = math.prod(shape)
-    if name.endswith(QUANT_METADATA_SUFFIXES):
-        return "quant_metadata", 0
     qc = quantization_config if isinstance(quantization_config, dict) else {}
-    bnb4 = qc.get("quant_method") == "bitsandbytes" and bool(qc.get("load_in_4bit"))
-    packed = dtype in ("I32", "U32", "I64", "U64", "I16", "U16", "I8", "U8") and (
-        name.endswith(PACKED_WEIGHT_SUFFIXES) or (bnb4 and dtype == "U8" and name.endswith(".weight")))
+    mxfp4 = qc.get("quant_method") == "mxfp4"
+    mlx = "group_size" in qc and "bits" in qc and "quant_method" not in qc   # MLX's "quantization" block
+    if name.endswith(QUANT_METADATA_SUFFIXES) or (mlx and name.endswith(".biases")) or (mxfp4 and name.endswith("_scales")):
+        return "quant_metadata", 0
+    packed = dtype in _INT_DTYPES and (name.endswith(PACKED_WEIGHT_SUFFIXES) or (mxfp4 and name.endswith("_blocks"))
+                                       or (bool(qc) and name.endswith(".weight")))
     if packed:
-        bits = 4 if bnb4 else _quant_bits(qc)
+        bits = _quant_bits(qc)
         if bits is None:
             raise ValueError(f"tensor {name!r} ({dtype}) holds packed weights but config.json's quantization_config "
                              f"gives no bit width (bits / w_bit / num_bits): {quantization_config!r}")
@@ -609,7 +609,9 @@ def inspect_checkpoint(folder) -> dict:
                 cfg = str(err)
         elif raw_cfg is not None:
             cfg = "config.json is not a JSON object"
-    qc = raw_cfg.get("quantization_config") if isinstance(raw_cfg, dict) else None
+    qc = None
+    if isinstance(raw_cfg, dict):   # MLX writes its block as "quantization" ({"group_size", "bits"})
+        qc = raw_cfg.get("quantization_config", raw_cfg.get("compression_config", raw_cfg.get("quantization")))
     headers = {f: read_safetensors_header(folder / f)[1] for f in sel.files}
     _check_against_index(sel, headers)
     by_dtype: dict[str, int] = {}

@@ -17,7 +17,10 @@ and compute with CUDA events.  On a CPU, "host" and "device" are the same DRAM: 
 still copies every layer's weights into a device-side buffer before computing it (a real
 ``memcpy``, timed), but there is no separate copy engine to overlap with — the copy would compete
 with the compute for the same cores and memory bandwidth — so the CPU run is serial and the
-overlap is only modelled.  The embedding, final norm and LM head stay resident in both modes.
+overlap is only modelled.  The embedding, final norm and LM head stay resident in both modes;
+their time is measured too and added to both models, so a model and a wall time describe the
+same whole forward (a layers-only sum under a whole-forward wall would look faster than the
+resident run, which no streamed run can be).
 """
 from __future__ import annotations
 
@@ -82,26 +85,36 @@ class _Timer:
         return a.elapsed_time(b) / 1e3 if self.cuda else b - a
 
 
+def _non_layer(timer, t_start, prepared, finishing, t_end):
+    """Seconds outside the layers: embedding and context (``t_start``→``prepared``), final norm
+    and LM head (``finishing``→``t_end``)."""
+    return timer.elapsed(t_start, prepared) + timer.elapsed(finishing, t_end)
+
+
 def _run_resident(model, ids, timer):
-    h, ctx = model.prepare(ids)
     comp = []
     t_start = timer.mark()
+    h, ctx = model.prepare(ids)
+    if not timer.cuda:
+        synchronize(timer.dev)
+    prepared = timer.mark()
     for layer in model.model.layers:
         a = timer.mark()
         h = layer(h, ctx)
         if not timer.cuda:
             synchronize(timer.dev)
         comp.append((a, timer.mark()))
+    finishing = timer.mark()
     logits = model.finish(h)
     t_end = timer.mark()
     synchronize(timer.dev)
-    return logits, [timer.elapsed(a, b) for a, b in comp], timer.elapsed(t_start, t_end)
+    return (logits, [timer.elapsed(a, b) for a, b in comp], timer.elapsed(t_start, t_end),
+            _non_layer(timer, t_start, prepared, finishing, t_end))
 
 
 def _run_streamed(skel, host_params, slots, cfg, ids, timer, overlap):
     L = len(host_params)
     cuda = timer.cuda
-    h, ctx = skel.prepare(ids)
     copy_ev, comp_ev, freed = [None] * L, [None] * L, [None] * L
     copy_stream = torch.cuda.Stream(timer.dev) if cuda else None
 
@@ -124,6 +137,10 @@ def _run_streamed(skel, host_params, slots, cfg, ids, timer, overlap):
             copy_ev[i] = (a, timer.mark())
 
     t_start = timer.mark()
+    h, ctx = skel.prepare(ids)
+    if not cuda:
+        synchronize(timer.dev)
+    prepared = timer.mark()
     issue_copy(0)
     for i in range(L):
         if overlap and cuda and i + 1 < L:
@@ -141,11 +158,12 @@ def _run_streamed(skel, host_params, slots, cfg, ids, timer, overlap):
         freed[i] = b if cuda else None
         if not (overlap and cuda) and i + 1 < L:
             issue_copy(i + 1)
+    finishing = timer.mark()
     logits = skel.finish(h)
     t_end = timer.mark()
     synchronize(timer.dev)
     return (logits, [timer.elapsed(*e) for e in copy_ev], [timer.elapsed(*e) for e in comp_ev],
-            timer.elapsed(t_start, t_end))
+            timer.elapsed(t_start, t_end), _non_layer(timer, t_start, prepared, finishing, t_end))
 
 
 def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: int = 32,
@@ -166,8 +184,13 @@ def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: 
     Returns:
         dict with ``"layers"`` (the per-layer table of :func:`offload_table`), ``"wall_resident"``,
         ``"wall_serial"``, ``"wall_overlap"`` (s, measured, best of ``repeat``; ``wall_overlap`` is ``None`` on CPU),
-        ``"model_serial"`` = Σ(copy + compute) and ``"model_overlap"`` = copy₀ + Σ max(compute_l,
-        copy_{l+1}) from the measured per-layer times (s), ``"link_bandwidth"`` (B/s per direction),
+        ``"non_layer_s"`` (s, measured in the serial streamed run: embedding and context before the
+        first layer, final norm and LM head after the last; ``"non_layer_resident_s"`` the same in
+        the resident run), ``"model_serial"`` = non-layer + Σ(copy + compute) and
+        ``"model_overlap"`` = non-layer + copy₀ + Σ max(compute_l, copy_{l+1}) from the measured
+        times (s: whole forwards, comparable with the walls), ``"model_serial_layers"`` and
+        ``"model_overlap_layers"`` (the same sums over the layers alone, s),
+        ``"link_bandwidth"`` (B/s per direction),
         ``"copy_bandwidth"`` (measured bytes / copy time, B/s), ``"pinned"``, ``"overlapped"``
         (bools), ``"device"`` and ``"max_abs_diff"`` between resident and streamed logits.
 
@@ -225,13 +248,19 @@ def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: 
             row["compute_overlap_s"] = med(x[2][i] for x in ovl)
         rows.append(row)
     frame = pd.DataFrame(rows)
-    model_overlap = copy_ser[0] + sum(max(comp_ser[i], copy_ser[i + 1] if i + 1 < L else 0.0) for i in range(L))
+    # the walls time the embedding, final norm and LM head too: the models add the streamed
+    # run's own measured time outside the layers, so they describe the same whole forward
+    non_layer = med(x[4] for x in ser)
+    layers_serial = sum(copy_ser) + sum(comp_ser)
+    layers_overlap = copy_ser[0] + sum(max(comp_ser[i], copy_ser[i + 1] if i + 1 < L else 0.0) for i in range(L))
     diff = float((res[-1][0].float() - ser[-1][0].float()).abs().max())
     if ovl:
         diff = max(diff, float((res[-1][0].float() - ovl[-1][0].float()).abs().max()))
     return {"layers": frame, "wall_resident": med(x[2] for x in res), "wall_serial": med(x[3] for x in ser),
             "wall_overlap": med(x[3] for x in ovl) if ovl else None,
-            "model_serial": sum(copy_ser) + sum(comp_ser), "model_overlap": model_overlap,
+            "non_layer_s": non_layer, "non_layer_resident_s": med(x[3] for x in res),
+            "model_serial": non_layer + layers_serial, "model_overlap": non_layer + layers_overlap,
+            "model_serial_layers": layers_serial, "model_overlap_layers": layers_overlap,
             "link": lk.name, "link_bandwidth": lk.bandwidth_per_direction,
             "copy_bandwidth": sum(nbytes) / sum(copy_ser), "pinned": pinned, "overlapped": bool(ovl),
             "device": str(dev), "max_abs_diff": diff}

@@ -44,8 +44,8 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
     tokens/s per sequence and in total, bytes per generated token (GB), the compute and KV
     dtypes used (:class:`~llm_dataflow.core.formats.PrecisionPlan` defaults: BF16 KV cache for
     quantised weights), the critical batch at this context, the prefill bound of a
-    ``context``-token prompt, and the memory-fit verdict (:func:`~llm_dataflow.core.fit.memory_fit`)
-    with the KV room left.
+    ``context``-token prompt, and the memory-fit verdict (:func:`~llm_dataflow.core.fit.memory_fit`,
+    in vLLM's convention as ``plan`` counts it) with the KV room left beside the batch.
 
     Raises:
         ValueError: ``model`` neither a preset name nor a ModelConfig, unknown
@@ -73,7 +73,7 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
         "prefill of B × context tokens ≥ (ms)": (prefill_lower_bound(model, hw, context, batch, plan) * 1e3
                                                  if context else "no prompt at context 0"),
         "memory (one GPU)": fit.reason,
-        "KV room left (tokens)": fit.kv_room_tokens,
+        "KV room left (tokens)": fit.kv_left_tokens,
     }
 
 

@@ -14,13 +14,14 @@ none of them.  Modules, each importing only those listed before it:
 ``quantization``  the checkpoint's own format from ``config.json``'s ``quantization_config``
 ``config``        ``ModelConfig``, the presets, the checkpoint's tensors, parameter counts
 ``hardware``      GPU and link presets, ridge points
+``engines``       serving engines' conventions per version, their logged figures, KV layouts
 ``chips``         chip generations, their on-chip memories and profiler metrics (chapter 04)
 ``kv``            KV-cache bytes for every attention variant (chapter 06)
 ``collectives``   bytes per rank and the α–β time of each collective (chapter 07)
 ``accounting``    the one accounting model: weights, KV, activations, FLOPs, step bytes
 ``parallel``      the TP/PP/EP degree check, layer partitions, TP/EP/ring byte counts
-``fit``           whether weights, KV, activations and the runtime reserve fit per GPU
-``serving``       KV room as a serving engine counts it (vLLM ``gpu_memory_utilization``, SGLang)
+``fit``           whether a deployment fits per GPU, as its serving engine counts it
+``serving``       the serving view of the fit (vLLM ``gpu_memory_utilization``, SGLang)
 ``roofline``      lower bounds of a decode step and a prefill, the critical batch (blended, per kernel)
 ``coverage``      the published measurements' rows, and which of them cover a deployment
 ``plan``          ``python -m llm_dataflow plan``: :func:`llm_dataflow.core.plan.main`
@@ -30,7 +31,7 @@ Every module's ``__all__`` is re-exported here (and by ``llm_dataflow``).
 """
 import sys
 
-from . import (units, vision, hf_config, formats, quantization, config, hardware, chips, kv, collectives, accounting,  # noqa: F401
+from . import (units, vision, hf_config, formats, quantization, config, hardware, engines, chips, kv, collectives, accounting,  # noqa: F401
                parallel, fit, serving, roofline, coverage, plan)
 from .units import *  # noqa: F401,F403
 from .vision import *  # noqa: F401,F403
@@ -39,6 +40,7 @@ from .formats import *  # noqa: F401,F403
 from .quantization import *  # noqa: F401,F403
 from .config import *  # noqa: F401,F403
 from .hardware import *  # noqa: F401,F403
+from .engines import *  # noqa: F401,F403
 from .chips import *  # noqa: F401,F403
 from .kv import *  # noqa: F401,F403
 from .collectives import *  # noqa: F401,F403
@@ -50,6 +52,6 @@ from .roofline import *  # noqa: F401,F403
 from .coverage import *  # noqa: F401,F403
 from .plan import *  # noqa: F401,F403
 
-MODULES = ("units", "vision", "hf_config", "formats", "quantization", "config", "hardware", "chips", "kv", "collectives", "accounting",
+MODULES = ("units", "vision", "hf_config", "formats", "quantization", "config", "hardware", "engines", "chips", "kv", "collectives", "accounting",
            "parallel", "fit", "serving", "roofline", "coverage", "plan")
 __all__ = [name for m in MODULES for name in sys.modules[f"{__name__}.{m}"].__all__]

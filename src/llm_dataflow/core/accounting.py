@@ -58,8 +58,12 @@ MLA_FORMS = ("absorbed", "naive")
 def tensor_bytes(t, dtype: str, quant: QuantSpec | None) -> int:
     """Bytes stored for one checkpoint tensor ``t`` (a :class:`~llm_dataflow.core.config.TensorSpec`):
     in ``quant``'s format when it quantises ``t``'s role, else ``numel`` elements of ``dtype``."""
-    if quant is not None and t.in_features is not None and not quant.keeps(t.name, t.role):
-        return quant.tensor_bytes(t.shape, t.in_features)
+    if quant is not None and not quant.keeps(t.name, t.role):
+        # an embedding table is a gather, not a matmul, but a format may quantise it by rows too (MLX)
+        n_in = t.in_features if t.in_features is not None else (
+            t.shape[-1] if t.role == "embedding" and len(t.shape) == 2 else None)
+        if n_in is not None:
+            return quant.tensor_bytes(t.shape, n_in)
     return math.ceil(t.numel * dtype_bits(dtype) / 8)
 
 

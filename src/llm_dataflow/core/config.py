@@ -90,6 +90,10 @@ class ModelConfig:
     read from ``quantization_config`` by :func:`~llm_dataflow.core.quantization.quant_spec_from_config`),
     ``None`` for an unquantised checkpoint; ``plan`` sizes the weights in it unless told otherwise.
 
+    ``hf_defaulted``: the ``config.json`` keys :meth:`from_hf` found absent and filled with
+    transformers' class defaults (``plan`` refuses a config that omits a shape it sizes, and
+    shows the others as warnings); ``()`` for a preset.
+
     ``unmodelled``: ``{config.json key: value}`` for settings that change the forward pass but no
     byte or FLOP count (e.g. Gemma 2's ``attn_logit_softcapping``); ``None`` when there are none.
     Calculators ignore them; :class:`~llm_dataflow.model.Decoder` refuses a config that has any.
@@ -158,6 +162,8 @@ class ModelConfig:
     unmodelled: dict | None = field(default=None, hash=False)
     # the checkpoint's weight format, from config.json's quantization_config (None: unquantised)
     quantization: QuantSpec | None = None
+    # config.json keys that were absent and filled with transformers' defaults (not part of the hash)
+    hf_defaulted: tuple = field(default=(), compare=False, hash=False)
     source: str = ""
     published_params: int | None = None
     published_active_params: int | None = None
@@ -322,7 +328,11 @@ class ModelConfig:
         to a folder holding it), reading it the way transformers 5.24 does.
 
         Supported ``model_type``: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, phi3,
-        gpt2, deepseek_v3; today's families gemma3_text, llama4_text, gpt_oss, qwen3_next; and the
+        gpt2, deepseek_v3; today's families gemma3_text, llama4_text, gpt_oss, qwen3_next, glm4_moe
+        (GLM-4.5/4.6: dense layers below ``first_k_dense_replace``, then routed experts behind a
+        biased sigmoid router with one shared expert), qwen2_moe (Qwen1.5/Qwen2-MoE: a sigmoid-gated
+        shared expert, q/k/v biases from ``qkv_bias``), granite (Llama's layers with four
+        multipliers, kept in ``unmodelled``); and the
         multimodal gemma3, llama4, mistral3, whose language model is read from ``text_config``
         (the outer ``tie_word_embeddings`` decides the tying, as in transformers) and whose vision
         tower + projector are counted into ``vision_params`` (not into :func:`param_count`).
@@ -397,6 +407,8 @@ class ModelConfig:
         cfg = config_from_hf(cls, config, name)
         text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
         qc = config.get("quantization_config", config.get("compression_config", text.get("quantization_config")))
+        if qc is None:      # MLX (mlx_lm) writes its block as "quantization": {"group_size", "bits"}
+            qc = config.get("quantization")
         if qc is None:
             return cfg
         q = quant_spec_from_config(qc, config.get("torch_dtype", config.get("dtype")))
@@ -486,7 +498,7 @@ def _require_config(cfg) -> None:
 
 #: (MLP module, router, shared expert) names where transformers' class differs from Qwen3-MoE's.
 _MOE_NAMES = {"llama4_text": ("feed_forward", "router", "shared_expert"), "gpt_oss": ("mlp", "router", "shared_experts"),
-              "qwen3_next": ("mlp", "gate", "shared_expert")}
+              "qwen3_next": ("mlp", "gate", "shared_expert"), "qwen2_moe": ("mlp", "gate", "shared_expert")}
 
 
 @functools.lru_cache(maxsize=256)  # calculators evaluate whole grids of presets

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .units import check_dtype, dtype_bits, require_nonnegative, require_positive
 
 __all__ = ["QuantSpec", "PrecisionPlan", "precision_plan", "WEIGHT_FORMATS",
-           "KV_DTYPES", "KV_QUANT_DTYPES"]
+           "KV_DTYPES", "KV_QUANT_DTYPES", "MXFP4_MOE_BACKENDS"]
 # also public, for the modules that take a dtype or a plan (not re-exported by ``ldf``): as_precision_plan
 
 _FLOAT_DTYPES = ("fp32", "fp16", "bf16")
@@ -63,7 +63,16 @@ class QuantSpec:
             scale: 4; compressed-tensors' packed ``weight_shape``: 16; bitsandbytes' quant maps).
         source: where the spec comes from (e.g. ``"config.json quantization_config: gptq ..."``).
         engine_changes: how a serving engine's kernel changes the bytes after loading
-            (:meth:`as_loaded`): ``"drop_zero_point"``, ``"drop_g_idx"``, ``"add_g_idx_sort"``.
+            (:meth:`as_loaded`): ``"drop_zero_point"``, ``"drop_g_idx"``, ``"add_g_idx_sort"``,
+            ``"mxfp4_moe"`` (vLLM's MXFP4 MoE backends: :data:`MXFP4_MOE_BACKENDS`).
+        expert_padding: ``(I, H)``: the loaded routed experts' intermediate width per GPU is
+            rounded up to a multiple of ``I`` and the hidden size to one of ``H`` (vLLM's MXFP4
+            MoE kernels; ``None``: as stored).
+        scale_copies: how many copies of the quantised experts' scales the engine holds (2 where
+            vLLM's Triton backend keeps the loaded scales beside their swizzled copy).
+        expert_bias_bits: bits of each routed expert's bias as loaded (32 where the kernel wants
+            FP32 biases).
+        loaded_backend: the engine's kernel this loaded layout is for (empty: as stored).
             vLLM's Marlin kernel (GPUs of compute capability 8.0 and later;
             ``vllm/model_executor/layers/quantization/kernels/mixed_precision/marlin.py``,
             ``MarlinLinearKernel.process_weights_after_loading``) replaces the zero points of a
@@ -92,6 +101,10 @@ class QuantSpec:
     per_tensor_bytes: int = 0
     source: str = ""
     engine_changes: tuple = ()
+    expert_padding: tuple | None = None
+    scale_copies: int = 1
+    expert_bias_bits: int = 16
+    loaded_backend: str = ""
 
     def __post_init__(self):
         check_dtype(self.weight_dtype, ("int8", "int4", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"), "weight_dtype")
@@ -107,6 +120,14 @@ class QuantSpec:
         if self.nested_group is not None:
             require_positive("nested_group", self.nested_group)
         require_nonnegative("per_tensor_bytes", self.per_tensor_bytes)
+        if self.expert_padding is not None:
+            if (not isinstance(self.expert_padding, tuple) or len(self.expert_padding) != 2):
+                raise ValueError(f"expert_padding={self.expert_padding!r} is not allowed; give (I, H) or None")
+            for v in self.expert_padding:
+                require_positive("expert_padding", v)
+        require_positive("scale_copies", self.scale_copies)
+        if self.expert_bias_bits not in (16, 32):
+            raise ValueError(f"expert_bias_bits={self.expert_bias_bits!r} is not allowed; allowed: 16, 32")
         if not isinstance(self.engine_changes, tuple) or not set(self.engine_changes) <= set(_ENGINE_CHANGES):
             raise ValueError(f"engine_changes={self.engine_changes!r} is not allowed; allowed: a tuple of "
                              f"{', '.join(map(repr, _ENGINE_CHANGES))}")
@@ -213,6 +234,13 @@ class QuantSpec:
         if not self.engine_changes:
             return self
         ch = self.engine_changes
+        if "mxfp4_moe" in ch:
+            backend = MXFP4_MOE_BACKENDS.get(architecture)
+            if backend is None:
+                return dataclasses.replace(self, engine_changes=())
+            name, pad, copies, bias_bits = backend
+            return dataclasses.replace(self, expert_padding=pad, scale_copies=copies, expert_bias_bits=bias_bits,
+                                       loaded_backend=name, engine_changes=())
         if architecture == "Hopper":
             return dataclasses.replace(self, g_idx=self.g_idx + ("add_g_idx_sort" in ch), engine_changes=())
         g = 0 if "drop_g_idx" in ch else self.g_idx + ("add_g_idx_sort" in ch)
@@ -236,7 +264,24 @@ class QuantSpec:
 
 
 #: What :attr:`QuantSpec.engine_changes` may hold.
-_ENGINE_CHANGES = ("drop_zero_point", "drop_g_idx", "add_g_idx_sort")
+_ENGINE_CHANGES = ("drop_zero_point", "drop_g_idx", "add_g_idx_sort", "mxfp4_moe")
+#: How vLLM holds an MXFP4 checkpoint's routed experts (gpt-oss) after loading, per GPU
+#: architecture: ``{architecture: (backend, (I, H) padding, scale copies, expert bias bits)}``.
+#: ``vllm/model_executor/layers/quantization/mxfp4.py`` (``Mxfp4MoEMethod.create_weights`` /
+#: ``process_weights_after_loading``; ``mxfp4_round_up_hidden_size_and_intermediate_size`` in later
+#: versions): Hopper runs the Triton kernels ("Using Triton backend" in vLLM 0.14.1's log,
+#: vllm-project/vllm issue #33155): the intermediate size per GPU rounded to 64, the biases made
+#: FP32, the weights swizzled in place but the loaded scales kept beside their swizzled copy
+#: (``layer.w13_weight_scale`` is not freed); GPUs without FP4 (Ampere, Ada) run Marlin
+#: ("Weight-only FP4 compression will be used leveraging the Marlin kernel"): ``n % 256 == 0``
+#: and ``k % 128 == 0``, so the intermediate size is rounded to 128 and the hidden size to 256;
+#: Blackwell runs FlashInfer's TRT-LLM kernels: both rounded to 256, FP32 biases.
+MXFP4_MOE_BACKENDS = {
+    "Hopper": ("vLLM Triton MXFP4 MoE", (64, 1), 2, 32),
+    "Ampere": ("vLLM Marlin MXFP4 MoE (weight-only)", (128, 256), 1, 16),
+    "Ada": ("vLLM Marlin MXFP4 MoE (weight-only)", (128, 256), 1, 16),
+    "Blackwell": ("vLLM FlashInfer TRT-LLM MXFP4 MoE", (256, 256), 1, 32),
+}
 _ALIASES = ((".mlp.experts.", ".block_sparse_moe.experts."), (".gate_proj", ".w1"), (".up_proj", ".w3"),
             (".down_proj", ".w2"), (".mlp.gate", ".block_sparse_moe.gate"), (".mlp.gate", ".mlp.router"))
 

@@ -16,7 +16,7 @@ __all__ = ["HF_CONFIG_DEFAULTS", "HF_CONFIG_ALIASES", "SUPPORTED_MODEL_TYPES", "
 #: Hugging Face ``model_type`` values the book reads.
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2",
                          "phi3", "gpt2", "deepseek_v3", "gemma3_text", "llama4_text", "gpt_oss", "qwen3_next",
-                         "gemma3", "llama4", "mistral3")
+                         "gemma3", "llama4", "mistral3", "glm4_moe", "qwen2_moe", "granite")
 #: Multimodal types whose config.json nests the language model in ``text_config``:
 #: ``{type: (text model_type when text_config gives none, vision model_type)}``.
 NESTED_MODEL_TYPES = {"gemma3": ("gemma3_text", "siglip_vision_model"),
@@ -141,6 +141,31 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, tuple]] = {
                    "moe_intermediate_size": (512, "int"), "shared_expert_intermediate_size": (512, "int"),
                    "num_experts_per_tok": (10, "int"), "num_experts": (512, "int"), "norm_topk_prob": (True, "bool"),
                    "mlp_only_layers": (None, "list?"), "layer_types": (None, "list?")},
+    "qwen2_moe": {**_LLAMA_LIKE, "vocab_size": (151936, "int"), "hidden_size": (2048, "int"),
+                  "intermediate_size": (5632, "int"), "num_hidden_layers": (24, "int"),
+                  "num_attention_heads": (16, "int"), "num_key_value_heads": (16, "int?"),
+                  "head_dim": (_DERIVED, "int"), "max_position_embeddings": (32768, "int"),
+                  "use_sliding_window": (False, "bool"), "sliding_window": (4096, "int?"),
+                  "max_window_layers": (28, "int"), "decoder_sparse_step": (1, "int"),
+                  "moe_intermediate_size": (1408, "int"), "shared_expert_intermediate_size": (5632, "int"),
+                  "num_experts_per_tok": (4, "int"), "num_experts": (60, "int"), "norm_topk_prob": (False, "bool"),
+                  "mlp_only_layers": (None, "list?"), "qkv_bias": (True, "bool"), "layer_types": (None, "list?")},
+    "granite": {**_LLAMA_LIKE, "vocab_size": (32000, "int"), "hidden_size": (4096, "int"),
+                "intermediate_size": (11008, "int"), "num_hidden_layers": (32, "int"),
+                "num_attention_heads": (32, "int"), "num_key_value_heads": (None, "int?"),
+                "head_dim": (_DERIVED, "int"), "max_position_embeddings": (2048, "int"),
+                "attention_bias": (False, "bool"), "mlp_bias": (False, "bool"),
+                "embedding_multiplier": (1.0, "float"), "logits_scaling": (1.0, "float"),
+                "residual_multiplier": (1.0, "float"), "attention_multiplier": (1.0, "float")},
+    "glm4_moe": {"vocab_size": (151552, "int"), "hidden_size": (4096, "int"), "intermediate_size": (10944, "int"),
+                 "num_hidden_layers": (46, "int"), "num_attention_heads": (96, "int"),
+                 "num_key_value_heads": (8, "int"), "head_dim": (_DERIVED, "int"), "hidden_act": ("silu", "str"),
+                 "max_position_embeddings": (131072, "int"), "rms_norm_eps": (1e-5, "float"),
+                 "tie_word_embeddings": (False, "bool"), "rope_parameters": (None, "dict?"),
+                 "attention_bias": (False, "bool"), "moe_intermediate_size": (1408, "int"),
+                 "num_experts_per_tok": (8, "int"), "n_shared_experts": (1, "int"), "n_routed_experts": (128, "int"),
+                 "routed_scaling_factor": (1.0, "float"), "n_group": (1, "int"), "topk_group": (1, "int"),
+                 "first_k_dense_replace": (1, "int"), "norm_topk_prob": (True, "bool"), "use_qk_norm": (False, "bool")},
     "gemma3": {"text_config": (None, "dict?"), "vision_config": (None, "dict?"), "tie_word_embeddings": (True, "bool?")},
     "llama4": {"text_config": (None, "dict?"), "vision_config": (None, "dict?"), "tie_word_embeddings": (False, "bool")},
     "mistral3": {"text_config": (None, "dict?"), "vision_config": (None, "dict?"), "tie_word_embeddings": (True, "bool"),
@@ -161,6 +186,7 @@ HF_CONFIG_ALIASES = {
     "mixtral": {"num_experts": "num_local_experts"},
     "qwen3_moe": {"num_local_experts": "num_experts"},  # transformers 5's to_dict() writes num_local_experts
     "deepseek_v3": {"num_local_experts": "n_routed_experts"},
+    "glm4_moe": {"num_local_experts": "n_routed_experts"},
     "gpt_oss": {"num_experts": "num_local_experts"},
     # token ids of the image markers: read by no count here, listed so that both spellings are checked alike
     "gemma3": {"image_token_id": "image_token_index", "boi_token_id": "boi_token_index",
@@ -175,13 +201,14 @@ _HF_DEFAULT_THETA = {"mixtral": 1e6, "llama4_text": 5e5, "gpt_oss": 150000.0, "g
 _HF_DEFAULT_ROPE = {"gpt_oss": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                 "truncate": False, "original_max_position_embeddings": 4096}}
 #: ``partial_rotary_factor`` when config.json gives none (Qwen3NextConfig: 0.25).
-_HF_DEFAULT_PARTIAL = {"qwen3_next": 0.25}
+_HF_DEFAULT_PARTIAL = {"qwen3_next": 0.25, "glm4_moe": 0.5}
 _HF_CLASS = {"llama": "LlamaConfig", "mistral": "MistralConfig", "mixtral": "MixtralConfig",
              "qwen2": "Qwen2Config", "qwen3": "Qwen3Config", "qwen3_moe": "Qwen3MoeConfig",
              "gemma2": "Gemma2Config", "phi3": "Phi3Config", "gpt2": "GPT2Config",
              "deepseek_v3": "DeepseekV3Config", "gemma3_text": "Gemma3TextConfig", "llama4_text": "Llama4TextConfig",
              "gpt_oss": "GptOssConfig", "qwen3_next": "Qwen3NextConfig", "gemma3": "Gemma3Config",
-             "llama4": "Llama4Config", "mistral3": "Mistral3Config"}
+             "llama4": "Llama4Config", "mistral3": "Mistral3Config", "glm4_moe": "Glm4MoeConfig",
+             "qwen2_moe": "Qwen2MoeConfig", "granite": "GraniteConfig"}
 _SIZE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "head_dim", "max_position_embeddings", "n_positions", "n_embd", "n_layer",
               "n_head", "n_inner", "moe_intermediate_size", "num_local_experts", "num_experts_per_tok",
@@ -347,7 +374,7 @@ def config_from_hf(cls, c: dict, name):
         theta, rope_scaling, partial = _gemma3_rope(r, n_pos, kw, unmodelled)
     else:
         theta, rope_scaling, partial = _hf_rope(r, mt, n_pos)
-    if partial != 1.0 and (mt in ("phi3", "qwen3_next") or rope_scaling is not None):
+    if partial != 1.0 and (mt in ("phi3", "qwen3_next", "glm4_moe") or rope_scaling is not None):
         unmodelled["partial_rotary_factor"] = partial  # only phi3's and the scaled RoPE types read it
     kw.update(n_layers=n, d_model=d, n_heads=h, n_kv_heads=kv, head_dim=hd, d_ff=r("intermediate_size"),
               vocab_size=r("vocab_size"), tie_embeddings=r("tie_word_embeddings"), max_position_embeddings=n_pos,
@@ -359,28 +386,39 @@ def config_from_hf(cls, c: dict, name):
         unmodelled[act_key] = act  # ACT2FN["swish"] is SiLU too
 
     # attention and MLP biases, as each type's modelling code wires them
-    if mt in ("llama", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "llama4_text", "gpt_oss", "qwen3_next"):
+    if mt in ("llama", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "llama4_text", "gpt_oss", "qwen3_next",
+              "granite"):
         kw["attention_bias"] = kw["attention_out_bias"] = r("attention_bias")
+    elif mt == "qwen2_moe":   # Qwen2MoeAttention: q, k, v biases from qkv_bias, o_proj never
+        kw["attention_bias"], kw["attention_out_bias"] = r("qkv_bias"), False
     elif mt == "qwen2":
         kw["attention_bias"], kw["attention_out_bias"] = True, False
     elif mt == "deepseek_v3":
         kw["attention_bias"] = kw["attention_out_bias"] = r("attention_bias")
+    elif mt == "glm4_moe":   # Glm4MoeAttention: q, k, v biases from attention_bias, o_proj never
+        kw["attention_bias"], kw["attention_out_bias"] = r("attention_bias"), False
     else:  # mistral, mixtral, phi3: no biases whatever the file says; vLLM's Llama code would read them
         for key in ("attention_bias", "mlp_bias"):
             if r.raw(key):
                 _refuse(mt, key, r.raw(key), f"transformers' {_HF_CLASS[mt]} builds no biases and ignores it, "
                         "while vLLM reads it; remove it or fix model_type")
-    if mt == "llama":
+    if mt in ("llama", "granite"):
         kw["mlp_bias"] = r("mlp_bias")
+    if mt == "granite":     # GraniteModel scales the embeddings, residuals and logits, and its attention
+        for key in ("embedding_multiplier", "logits_scaling", "residual_multiplier"):   # scores by
+            if r(key) != 1:                                                              # attention_multiplier,
+                unmodelled[key] = r(key)                                                 # not 1/sqrt(head_dim)
+        if r("attention_multiplier") != kw["head_dim"] ** -0.5:
+            unmodelled["attention_multiplier"] = r("attention_multiplier")
 
     # attention windows
     lt_raw = r.raw("layer_types")
     sliding_lt = isinstance(lt_raw, (list, tuple)) and "sliding_attention" in lt_raw
-    if mt in ("llama", "deepseek_v3"):
+    if mt in ("llama", "deepseek_v3", "glm4_moe", "granite"):
         if r.raw("sliding_window") is not None:
             _refuse(mt, "sliding_window", r.raw("sliding_window"),
                     f"transformers' {_HF_CLASS[mt]} ignores it (every layer attends to the whole context)")
-    if mt in ("llama", "deepseek_v3", "mistral", "mixtral", "phi3") and sliding_lt:
+    if mt in ("llama", "deepseek_v3", "mistral", "mixtral", "phi3", "glm4_moe", "granite") and sliding_lt:
         _refuse(mt, "layer_types", lt_raw, f"transformers' {_HF_CLASS[mt]} ignores per-layer types")
     if mt in ("mistral", "mixtral", "phi3"):
         kw["sliding_window"] = r("sliding_window")
@@ -395,6 +433,18 @@ def config_from_hf(cls, c: dict, name):
         if sw is None:  # a sliding layer without a window attends to everything
             lt = None
         kw.update(sliding_window=sw, layer_types=None if lt is None else tuple(lt))
+    elif mt == "qwen2_moe":   # Qwen2MoeConfig: odd layers below max_window_layers slide when use_sliding_window
+        lt = _layer_list(r, "layer_types", n, ("sliding_attention", "full_attention"))
+        if r("use_sliding_window"):
+            sw, mwl = r("sliding_window"), r("max_window_layers")
+            lt = lt or ["sliding_attention" if (i + 1) % 2 and i < mwl else "full_attention" for i in range(n)]
+            kw.update(sliding_window=sw, layer_types=None if sw is None else tuple(lt))
+        else:   # type-checked only: Qwen2MoeConfig writes 0 here without use_sliding_window
+            if r.raw("sliding_window") is not None and not isinstance(r.raw("sliding_window"), int):
+                r("sliding_window")
+            if lt is not None and "sliding_attention" in lt:
+                _refuse(mt, "layer_types", lt, "transformers' Qwen2MoeConfig sets sliding_window to 0 without "
+                        "use_sliding_window; give use_sliding_window or full layers")
     elif mt == "qwen3_moe":
         if r("use_sliding_window"):
             for key in ("max_window_layers", "layer_types"):
@@ -414,6 +464,9 @@ def config_from_hf(cls, c: dict, name):
 
     if mt in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_next"):
         kw["qk_norm"] = True
+    if mt == "glm4_moe":
+        kw["qk_norm"] = r("use_qk_norm")
+        _glm4_moe(r, n, kw, unmodelled)
     if gemma:
         kw.update(norms_per_layer=4, mlp="geglu")
         for key in ("attn_logit_softcapping", "final_logit_softcapping"):
@@ -429,7 +482,7 @@ def config_from_hf(cls, c: dict, name):
     if mt == "mixtral":
         kw.update(n_routed_experts=r("num_local_experts"), n_experts_per_token=r("num_experts_per_tok"),
                   moe_d_ff=kw["d_ff"])
-    if mt in ("llama4_text", "gpt_oss", "qwen3_next"):
+    if mt in ("llama4_text", "gpt_oss", "qwen3_next", "qwen2_moe"):
         _family_moe(r, mt, n, kw, unmodelled)
     if mt == "qwen3_moe":
         step, only = r("decoder_sparse_step"), r("mlp_only_layers") or []
@@ -473,6 +526,7 @@ def config_from_hf(cls, c: dict, name):
 
 def _finish(cls, kw: dict, unmodelled: dict, r: _HFReader):
     kw["unmodelled"] = unmodelled or None
+    kw["hf_defaulted"] = tuple(sorted(set(r.defaulted)))
     if r.defaulted:
         kw["notes"] = (f"config.json omits {', '.join(sorted(set(r.defaulted)))}: defaults of transformers' "
                        f"{_HF_CLASS[r.mt]} used")
@@ -558,7 +612,7 @@ def _family_moe(r: _HFReader, mt: str, n: int, kw: dict, unmodelled: dict) -> No
         kw.update(n_routed_experts=r("num_local_experts"), n_experts_per_token=r("num_experts_per_tok"),
                   moe_d_ff=kw["d_ff"], mlp_bias=True, router_linear_bias=True, attention_sinks=True,
                   swiglu_limit=float(r("swiglu_limit")), swiglu_alpha=float(r("swiglu_alpha")))
-    else:   # qwen3_next: Qwen3-MoE's layer rule, a gated shared expert
+    else:   # qwen3_next and qwen2_moe: Qwen-MoE's layer rule, a gated shared expert
         step, only = r("decoder_sparse_step"), set(_layer_indices(r, "mlp_only_layers", n))
         E = r("num_experts")
         if E > 0:
@@ -566,6 +620,24 @@ def _family_moe(r: _HFReader, mt: str, n: int, kw: dict, unmodelled: dict) -> No
                       moe_d_ff=r("moe_intermediate_size"), norm_topk_prob=r("norm_topk_prob"), n_shared_experts=1,
                       shared_expert_d_ff=r("shared_expert_intermediate_size"), shared_expert_gate=True,
                       dense_layers=tuple(i for i in range(n) if i in only or (i + 1) % step))
+
+
+def _glm4_moe(r: _HFReader, n: int, kw: dict, unmodelled: dict) -> None:
+    """GLM-4.5/4.6 (transformers' ``modeling_glm4_moe.py``): dense ``Glm4MoeMLP`` layers below
+    ``first_k_dense_replace``, then ``Glm4MoeMoE``: ``n_routed_experts`` experts of
+    ``moe_intermediate_size`` behind a sigmoid router with an ``e_score_correction_bias``, and one
+    shared expert of ``n_shared_experts × moe_intermediate_size``.  The multi-token-prediction
+    layers (``num_nextn_predict_layers``) are not built by transformers, nor loaded by vLLM unless
+    it speculates with them: not counted."""
+    first = r("first_k_dense_replace")
+    kw.update(n_routed_experts=r("n_routed_experts"), n_experts_per_token=r("num_experts_per_tok"),
+              n_shared_experts=r("n_shared_experts"), moe_d_ff=r("moe_intermediate_size"),
+              dense_layers=tuple(range(min(first, n))), router_bias=True, norm_topk_prob=r("norm_topk_prob"))
+    if r("routed_scaling_factor") != 1:
+        unmodelled["routed_scaling_factor"] = r("routed_scaling_factor")
+    ng, tg = r("n_group"), r("topk_group")
+    if ng > 1:
+        unmodelled.update(n_group=ng, topk_group=tg)
 
 
 def _gemma3_rope(r: _HFReader, n_pos: int, kw: dict, unmodelled: dict) -> tuple:
@@ -624,4 +696,5 @@ def _nested(cls, c: dict, r: _HFReader, nm: str):
                      f"{_HF_CLASS[mt]} used")
     notes.append(f"vision tower and projector ({vision_mt}): {vision:,} parameters, not in the language model's count")
     return text.replace(vision_params=vision, source=f"config.json ({mt}: the language model of text_config)",
-                        notes="; ".join(notes))
+                        notes="; ".join(notes),
+                        hf_defaulted=tuple(sorted({*(f"text_config.{k}" for k in text.hf_defaulted), *r.defaulted})))

@@ -30,6 +30,8 @@ Formats read (the key names are the ones the quantisers write and vLLM / transfo
                         packed zeros when ``zero_point``; ``modules_to_not_convert``
 ``mxfp4``               FP4 E2M1 + one E8M0 scale per 32 (gpt-oss: experts only, the rest listed
                         in ``modules_to_not_convert``)
+MLX ``quantization``    ``bits`` (4, 8), ``group_size``: U32-packed weights, a 16-bit scale and a 16-bit
+                        bias per group (embeddings and ``lm_head`` quantised too)
 ``bitsandbytes``        ``load_in_4bit``: 4-bit NF4/FP4 + one FP32 absmax per 64 (with
                         ``bnb_4bit_use_double_quant`` an 8-bit absmax and one FP32 per 256 of them)
                         + the 16-entry FP32 quant map (and the 256-entry nested one); the few
@@ -113,6 +115,8 @@ def quant_spec_from_config(quantization_config, torch_dtype: str | None = None) 
     method = qc.get("quant_method")
     if method is None and (qc.get("load_in_4bit") or qc.get("load_in_8bit")):
         method = "bitsandbytes"
+    if method is None and "bits" in qc and "group_size" in qc:
+        return _mlx(qc, torch_dtype)
     if method == "fp8":
         keep = _names(qc, "modules_to_not_convert", "ignored_layers")
         fmt = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}.get(qc.get("fmt"), qc.get("fmt") or "e4m3")
@@ -138,7 +142,7 @@ def quant_spec_from_config(quantization_config, torch_dtype: str | None = None) 
     if method == "mxfp4":
         m = QuantSpec.mxfp4()
         return QuantSpec(m.weight_dtype, m.group_size, None, m.scale_dtype,
-                         keep_modules=_names(qc, "modules_to_not_convert"),
+                         keep_modules=_names(qc, "modules_to_not_convert"), engine_changes=("mxfp4_moe",),
                          source="mxfp4, FP4 E2M1 + one E8M0 scale per 32")
     if method in ("gptq", "awq"):
         bits = _int(qc, "bits", 4, (4, 8) if method == "gptq" else (4,))
@@ -182,6 +186,30 @@ def quant_spec_from_config(quantization_config, torch_dtype: str | None = None) 
         return _compressed_tensors(qc, torch_dtype)
     raise ValueError(f"quantization_config.quant_method={method!r} is not read here; allowed: "
                      f"{', '.join(QUANT_METHODS)}")
+
+
+def _mlx(qc: dict, torch_dtype) -> QuantSpec:
+    """MLX's affine quantisation (``mlx_lm``'s config.json ``quantization``: ``group_size``,
+    ``bits``): each ``[out, in]`` Linear and Embedding weight packed into ``U32`` (``32 / bits``
+    per element), one ``scales`` and one ``biases`` per group of ``group_size`` inputs in the
+    model's dtype (16 bits each: counted here as one 32-bit scale per group, the same bytes);
+    norms and biases stay unquantised.  Per-module overrides and other modes are refused."""
+    where = "quantization"
+    bits = _int(qc, "bits", None, (4, 8), where)
+    g = _int(qc, "group_size", None, None, where)
+    if g < 1:
+        raise ValueError(f"{where}.group_size={g} is not allowed; it must be a positive integer")
+    mode = qc.get("mode", "affine")
+    if mode != "affine":
+        raise ValueError(f"{where}.mode={mode!r} is not read here; allowed: affine (MLX's default)")
+    extra = sorted(k for k in qc if k not in ("bits", "group_size", "mode"))
+    if extra:
+        raise ValueError(f"{where}.{extra[0]}={qc[extra[0]]!r} is not read here (MLX's per-module overrides); "
+                         "allowed keys: bits, group_size, mode")
+    half = "fp16" if _dtype_name(torch_dtype) == "fp16" else "bf16"
+    return QuantSpec(f"int{bits}", g, None, "fp32", keep=("position_embedding", "norm", "bias"),
+                     source=f"MLX affine {bits}-bit, group {g}: U32-packed weights, {half} scales and biases per group "
+                            "(embeddings and heads quantised too)")
 
 
 def _compressed_tensors(qc: dict, torch_dtype) -> QuantSpec:

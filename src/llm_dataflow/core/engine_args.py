@@ -315,12 +315,24 @@ def engine_defaults(engine: str, version=None, *, gpu_memory_gib: float | None =
     not given is left out, never guessed.
 
     Raises:
-        ValueError: an unknown engine; ``tp`` not a positive integer.
+        ValueError: an unknown engine; ``tp`` not a positive integer; a ``version`` that is not
+            ``MAJOR.MINOR[.PATCH]``; ``gpu_memory_gib`` not a positive number; ``gpu_name`` not
+            text; ``max_model_len`` not a positive integer (each may be None).
     """
-    if engine not in ("vllm", "sglang"):
+    if not isinstance(engine, str) or engine not in ("vllm", "sglang"):
         raise ValueError(f"engine={engine!r} is not allowed; allowed: vllm, sglang")
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise ValueError(f"tp={tp!r} is not allowed; give a positive integer")
+    if version is not None and (not isinstance(version, str) or _version_tuple(version) is None):
+        raise ValueError(f"version={version!r} is not allowed; give MAJOR.MINOR[.PATCH] such as 0.10.1, or None")
+    if gpu_memory_gib is not None and (isinstance(gpu_memory_gib, bool) or not isinstance(gpu_memory_gib, (int, float))
+                                       or not 0 < gpu_memory_gib < float("inf")):
+        raise ValueError(f"gpu_memory_gib={gpu_memory_gib!r} is not allowed; give the GPU's total in GiB (> 0), or None")
+    if gpu_name is not None and not isinstance(gpu_name, str):
+        raise ValueError(f"gpu_name={gpu_name!r} is not allowed; give the device's name as text, or None")
+    if max_model_len is not None and (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)
+                                      or max_model_len < 1):
+        raise ValueError(f"max_model_len={max_model_len!r} is not allowed; give a positive integer, or None")
     v = _version_tuple(version)
     out = {}
     args = "vLLM's engine arguments (EngineArgs, vllm/engine/arg_utils.py)"

@@ -162,7 +162,10 @@ class Explanation:
         for k in shown:
             s = self.settings[k]
             out.append(f"  {k} = {s.value} ({s.origin})")
-        out.append(f"{'term':<24}{'engine':>11}{'book':>11}{'diff':>9}  ch  ok")
+        if self.rows:
+            out.append(f"{'term':<24}{'engine':>11}{'book':>11}{'diff':>9}  ch  ok")
+        else:
+            out.append("no figures of the engine to compare: a command line, or a log that stops before them")
         for r in self.rows:
             fmt = (lambda v: "-" if v is None else f"{v:,.2f}") if "(" in _LABELS[r.term] else \
                 (lambda v: "-" if v is None else f"{v:,.0f}")
@@ -707,17 +710,7 @@ def main(argv: list | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "explain":
         return plan_main(argv)
-    p = argparse.ArgumentParser(prog="python -m llm_dataflow explain",
-                                description="Reconcile a vLLM or SGLang command line or startup log with the "
-                                            "book's accounting, term by term, and say what to change. The KV room "
-                                            "is " + ESTIMATE_NOTE + ".")
-    p.add_argument("source", metavar="FILE_OR_-", help="a log or command line in a file, or - for standard input")
-    p.add_argument("--config", metavar="PATH_OR_FOLDER_OR_PRESET", default=None,
-                   help="the model: a config.json, a folder holding one, or a preset (default: the name in the log, "
-                        "when it is a preset or a local folder); never fetched")
-    p.add_argument("--hardware", metavar="GPU", default=None,
-                   help="the GPU: a preset or a custom spec (a log does not name it)")
-    p.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
+    p = build_parser()
     try:
         args = p.parse_args(argv[1:])
     except SystemExit as e:
@@ -735,3 +728,19 @@ def main(argv: list | None = None) -> int:
         print("\n\n".join((f"run {i + 1} of {len(res)}\n" if len(res) > 1 else "") + e.table()
                           for i, e in enumerate(res)))
     return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``explain`` sub-command's parser (the planner page reads its options from it)."""
+    p = argparse.ArgumentParser(prog="python -m llm_dataflow explain",
+                                description="Reconcile a vLLM or SGLang command line or startup log with the "
+                                            "book's accounting, term by term, and say what to change. The KV room "
+                                            "is " + ESTIMATE_NOTE + ".")
+    p.add_argument("source", metavar="FILE_OR_-", help="a log or command line in a file, or - for standard input")
+    p.add_argument("--config", metavar="PATH_OR_FOLDER_OR_PRESET", default=None,
+                   help="the model: a config.json, a folder holding one, or a preset (default: the name in the log, "
+                        "when it is a preset or a local folder); never fetched")
+    p.add_argument("--hardware", metavar="GPU", default=None,
+                   help="the GPU: a preset or a custom spec (a log does not name it)")
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per run")
+    return p

@@ -207,6 +207,13 @@ def test_cli_json_and_bad_input(tmp_path, capsys):
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out) == 2 and out[1]["error"]["kind"] == "max_seq_len" and out[1]["changes"]
+    # "printed" holds the text's pieces unwrapped (the web page draws them): the same words
+    text = explain_text(log.read_text(), config=str(DATA / "Llama-3.1-8B-Instruct"), hardware=RTX3090)
+    words = [w for part in out for line in part["printed"]["head"] + part["printed"]["tail"] for w in line.split()]
+    words += [w for part in out for c in part["printed"]["cells"] for k in ("label", "engine", "book", "diff", "why")
+              for w in c[k].split()]
+    assert all(w in text.split() for w in words)
+    assert [c["engine"] for c in out[1]["printed"]["cells"]][-3:] == ["1,478", "23,648", "0.82"]
     for data, msg in [(b"", "nothing to read"), (b"\x00\x01\x02" * 100, "not text"),
                       (b"llama_model_loader: - kv 0\n", "llama.cpp"), (b"hello\n", "no vLLM or SGLang line")]:
         p = tmp_path / "in.log"

@@ -149,40 +149,54 @@ class Explanation:
                 "error": None if self.error is None else {"kind": self.error.kind, "line": self.error.line,
                                                           "text": self.error.text, "numbers": self.error.numbers},
                 "verdict": self.verdict, "changes": [c.__dict__ for c in self.changes], "notes": self.notes,
-                "estimate_note": ESTIMATE_NOTE}
+                "estimate_note": ESTIMATE_NOTE, "printed": self.parts()}
 
-    def table(self) -> str:
-        """The text ``explain`` prints: at most 84 characters a line, a term's reason under it."""
+    def parts(self) -> dict:
+        """The printed table's pieces, unwrapped: ``head`` (the run's line, the version's note,
+        the settings), ``cells`` (each term's row as printed: label, engine, book, diff, ch, ok,
+        why) and ``tail`` (the error, the book's verdict, what to change with each cost, the
+        notes).  :meth:`table` prints them; ``explain --json`` carries them for the web page."""
         eng = "vLLM" if self.engine == "vllm" else "SGLang"
-        out = [f"{eng} {self.version}, {self.model} on {self.hardware}, TP {self.tp}"
-               + (f", EP {self.ep}" if self.ep > 1 else ""), f"  ({self.version_note})"]
+        head = [f"{eng} {self.version}, {self.model} on {self.hardware}, TP {self.tp}"
+                + (f", EP {self.ep}" if self.ep > 1 else ""), f"  ({self.version_note})"]
         shown = [k for k in ("max_model_len", "gpu_memory_utilization", "mem_fraction_static",
                              "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "enforce_eager")
                  if k in self.settings and self.settings[k].value is not None]
         for k in shown:
             s = self.settings[k]
-            out.append(f"  {k} = {s.value} ({s.origin})")
-        if self.rows:
-            out.append(f"{'term':<24}{'engine':>11}{'book':>11}{'diff':>9}  ch  ok")
-        else:
-            out.append("no figures of the engine to compare: a command line, or a log that stops before them")
+            head.append(f"  {k} = {s.value} ({s.origin})")
+        cells = []
         for r in self.rows:
             fmt = (lambda v: "-" if v is None else f"{v:,.2f}") if "(" in _LABELS[r.term] else \
                 (lambda v: "-" if v is None else f"{v:,.0f}")
-            diff = "-" if r.diff is None else f"{100 * r.diff:+.1f}%"
-            ok = "" if r.within is None else ("yes" if r.within else "NO")
-            out.append(f"{_LABELS[r.term]:<24}{fmt(r.engine):>11}{fmt(r.book):>11}{diff:>9}  {r.chapter}  {ok}")
-            out.append(f"    {r.why}")
+            cells.append({"term": r.term, "label": _LABELS[r.term], "engine": fmt(r.engine), "book": fmt(r.book),
+                          "diff": "-" if r.diff is None else f"{100 * r.diff:+.1f}%", "ch": r.chapter,
+                          "ok": "" if r.within is None else ("yes" if r.within else "NO"), "why": r.why})
+        tail = []
         if self.error is not None:
-            out.append(f"error (line {self.error.line}): {self.error.text[:240]}")
-        out.append(f"book: {self.verdict}")
+            tail.append(f"error (line {self.error.line}): {self.error.text[:240]}")
+        tail.append(f"book: {self.verdict}")
         if self.changes:
-            out.append("what to change:")
+            tail.append("what to change:")
             for c in self.changes:
-                out.append(f"  {'+' if c.works else '-'} {c.flag}: {c.result}")
-                out.append(f"      cost: {c.cost}")
+                tail.append(f"  {'+' if c.works else '-'} {c.flag}: {c.result}")
+                tail.append(f"      cost: {c.cost}")
         for n in self.notes:
-            out.append(f"note: {n}")
+            tail.append(f"note: {n}")
+        return {"head": head, "cells": cells, "tail": tail}
+
+    def table(self) -> str:
+        """The text ``explain`` prints: at most 84 characters a line, a term's reason under it."""
+        p = self.parts()
+        out = list(p["head"])
+        if p["cells"]:
+            out.append(f"{'term':<24}{'engine':>11}{'book':>11}{'diff':>9}  ch  ok")
+        else:
+            out.append("no figures of the engine to compare: a command line, or a log that stops before them")
+        for c in p["cells"]:
+            out.append(f"{c['label']:<24}{c['engine']:>11}{c['book']:>11}{c['diff']:>9}  {c['ch']}  {c['ok']}")
+            out.append(f"    {c['why']}")
+        out += p["tail"]
         return "\n".join(_wrap(line) for line in out)
 
 

@@ -14,17 +14,20 @@ Every page is opened, over a local static server, at a desktop width (1280 px) a
   at desktop width, results (outputs, tables, display equations) fit without scrolling at all
   (``test_results_fit_at_desktop_width``);
 * figures are sharp and legible: SVG (vector) or PNG with at least 2 image pixels per CSS
-  pixel, and the smallest text of an SVG figure drawn at >= 10 px on the desktop, >= 8 px on
-  the phone (``test_figures_sharp_and_legible``).
+  pixel, and the smallest text of an SVG figure drawn at >= 11 px at both widths (the package
+  draws figures phone-sized: ``llm_dataflow.figures``) (``test_figures_sharp_and_legible``);
+* the links to the previous and next page keep their text inside them (one was cut by 7 px).
 
 Calculators as a reader drives them (``test_calculators_as_a_reader_drives_them``, both editions,
 both widths, every calculator, in the same visit as the page's checks above, after them): each slider dragged with the mouse (desktop) or a finger (phone,
 touch events through Chromium's input pipeline) and moved with End / Home / arrow keys: the
 readout shows the value the rows echo; no row, control or card cut off or scrolling sideways;
 44 px touch targets on the phone; Chinese names complete and no verdict left in English.  Search
-finds each edition's own terms, Chinese multi-character terms included
-(``test_search_finds_the_books_terms``); a figure opens enlarged on a tap, with its smallest text
->= 10 px (``test_figures_enlarge_on_a_phone``); the language switch keeps the section.
+finds each edition's own terms, Chinese multi-character terms included, and lists the chapter
+that teaches a term first, with an excerpt holding the query
+(``test_search_finds_and_ranks_the_books_terms``); a figure opens enlarged on a tap, with its
+smallest text >= 10 px and its close control on the screen (``test_figures_enlarge_on_a_phone``);
+the language switch keeps the section; the 简体中文 edition's theme tooltips are Chinese.
 
 Besides: the phone drawer opens and its chapter links work, the intro's chapter table links
 every chapter (``test_phone_navigation``); one search box per page (``test_one_search_box``);
@@ -698,35 +701,57 @@ SEARCH_TERMS = {
 }
 
 
+# The queries each edition's search must answer with the chapter that teaches the term first
+# (issue 47 found 预填充 ranking chapter 05 fifth, 投机解码 08 third, 分页注意力 the glossary last of
+# nine, "KV cache" 06 third), with an excerpt that holds the query.
+SEARCH_FIRST = {
+    "en": {"prefill": "05_prefill_decode_roofline", "KV cache": "06_attention_kv_cache",
+           "roofline": "05_prefill_decode_roofline", "tensor parallelism": "07_multi_gpu",
+           "speculative decoding": "08_optimization_map"},
+    "zh_CN": {"预填充": "05_prefill_decode_roofline", "投机解码": "08_optimization_map", "分页注意力": "glossary",
+              "键值缓存": "06_attention_kv_cache", "屋顶线": "05_prefill_decode_roofline", "张量并行": "07_multi_gpu"},
+}
+
+
 @pytest.mark.parametrize("edition", list(EDITIONS))
-def test_search_finds_the_books_terms(browser, server, edition):
+def test_search_finds_and_ranks_the_books_terms(browser, server, edition):
     """Each edition's search, as typed in the browser, finds the chapter of each of the book's
-    terms (Chinese multi-character terms included: the query is cut into the index's words)."""
+    terms (Chinese multi-character terms included: the query is cut into the index's words), and
+    for the terms of ``SEARCH_FIRST`` lists that chapter first, its excerpt holding the query
+    (book/_ext/ldf_search.py: titles, headings, then how often a page uses the term)."""
     _require((SITE / EDITIONS[edition] / "search.html").is_file(), f"no search page for {edition}")
-    missing = []
+    missing, wrong = [], []
     v = _warm_visit(browser, server)
     try:
-        for query, expected in SEARCH_TERMS[edition]:
+        queries = dict(SEARCH_TERMS[edition])
+        for q, exp in SEARCH_FIRST[edition].items():
+            queries.setdefault(q, exp)
+        for query, expected in queries.items():
             page = v.open(f"{EDITIONS[edition]}search.html?q={query}", idle=False)
-            # the expected chapter listed, or the search done (Sphinx lists its results one by
-            # one, each with a summary fetched from the page: all of them take seconds)
-            page.wait_for_function("""exp => {
-                if (Array.from(document.querySelectorAll('ul.search li a'))
-                      .some(a => (a.getAttribute('href') || '').includes(exp))) return true;
-                const s = document.getElementById('search-progress');
-                const started = s && s.textContent.trim() !== '' && !/Preparing|正在/.test(s.textContent)
-                                || document.querySelectorAll('ul.search li').length > 0;
-                return started && (!document.querySelector('#search-results .search-progress')
-                                   || !!document.querySelector('#search-results p')); }""",
-                                   arg=expected, timeout=TIMEOUT_MS)
+            # the search done: Sphinx lists its results one by one, each with an excerpt fetched
+            # from the page; the first one's excerpt is all this test reads of them
+            page.wait_for_function("""() => {
+                const s = document.querySelector('#search-results .search-summary');
+                return s && s.textContent.trim() !== '' && !document.querySelector('#search-results h2 span'); }""",
+                                   timeout=TIMEOUT_MS)
             hrefs = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
             if not any(expected in (h or "") for h in hrefs):
                 missing.append(f"{query!r}: {expected} not among {len(hrefs)} results "
                                f"{[pathlib.PurePosixPath(urlsplit(h).path).stem for h in hrefs][:6]}")
+            if query in SEARCH_FIRST[edition]:
+                first = pathlib.PurePosixPath(urlsplit(hrefs[0]).path).stem if hrefs else None
+                if first != SEARCH_FIRST[edition][query]:
+                    wrong.append(f"{query!r}: first {first}, not {SEARCH_FIRST[edition][query]} "
+                                 f"({[pathlib.PurePosixPath(urlsplit(h).path).stem for h in hrefs][:5]})")
+                    continue
+                page.wait_for_selector("ul.search li:first-child p.context", timeout=TIMEOUT_MS)
+                excerpt = page.inner_text("ul.search li:first-child p.context")
+                if query.lower() not in excerpt.lower():
+                    wrong.append(f"{query!r}: the first result's excerpt lacks it: {excerpt[:120]!r}")
         assert not v.errors, v.errors
     finally:
         v.close()
-    assert not missing, f"{edition} search:\n  " + "\n  ".join(missing)
+    assert not missing and not wrong, f"{edition} search:\n  " + "\n  ".join(missing + wrong)
 
 
 # A figure opened by a tap (ldf.js) shows at its natural size: its smallest text at least this.
@@ -734,10 +759,11 @@ MIN_ENLARGED_TEXT_PX = 10.0
 
 
 def test_figures_enlarge_on_a_phone(browser, server):
-    """On a 390 px phone a figure's text is ~8.5 px in the column; a tap opens the figure alone
-    at its natural size, where the smallest text of every SVG figure of the book is >= 10 px
-    (tick exponents, drawn at 0.7 of their label by TeX's rule, are counted at their label's
-    size: see svg_text).  Driven on the ch05 roofline: tap, the view opens, close."""
+    """On a 390 px phone a figure is drawn phone-sized (its text >= 11 px in the column:
+    ``test_figures_sharp_and_legible``); a tap still opens it alone at its natural size, where the
+    smallest text of every SVG figure of the book is >= 10 px (tick exponents, drawn at 0.7 of
+    their label by TeX's rule, are counted at their label's size: see svg_text), with its close
+    control on the screen.  Driven on the ch05 roofline: tap, the view opens, close."""
     pages = [p for p in _edition_pages("en") if p.startswith("notebooks/")]
     small = []
     for rel in _edition_pages("en") + _edition_pages("zh_CN"):
@@ -763,9 +789,15 @@ def test_figures_enlarge_on_a_phone(browser, server):
         page.wait_for_selector("dialog.ldf-figure-view[open] img", timeout=5_000)
         big = page.locator("dialog.ldf-figure-view img").bounding_box()["width"]
         natural = page.locator("dialog.ldf-figure-view img").evaluate("e => e.naturalWidth")
-        assert big >= natural - 1 and big > column * 1.3, (column, big, natural)
+        assert big >= natural - 1 and big >= column, (column, big, natural)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "figure-enlarged-390.png"))
+        # the close control on the screen, a 44 px target, even when the figure scrolls sideways
+        page.locator("dialog.ldf-figure-view").evaluate("d => d.scrollLeft = d.scrollWidth")
+        close = page.locator(".ldf-figure-close").bounding_box()
+        vw = page.viewport_size["width"]
+        assert close["x"] >= 0 and close["x"] + close["width"] <= vw and close["y"] >= 0, (close, vw)
+        assert close["width"] >= 44 and close["height"] >= 44, close
         page.locator(".ldf-figure-close").tap()
         page.wait_for_function("() => !document.querySelector('dialog.ldf-figure-view')", timeout=5_000)
         assert not v.errors, v.errors

@@ -85,12 +85,21 @@ def test_report_verdicts():
     r = gemm_tile_report(4096, 4096, 4096, "bf16", 128, 128, 64, "H100-SXM")
     assert r["ridge point (FLOP/B)"] == round(ldf.ridge_point("H100-SXM", "bf16"), 1) == 295.3
     assert r["verdict, no L2 reuse"] == "memory-bound"
-    assert r["verdict, perfect L2"] == "compute-bound"
+    assert r["verdict, perfect L2 (HBM side only)"] == "compute-bound"
+    # ... but L2 must still serve every tile load: 2.18 GB per 137.4 GFLOP at 989.4 TFLOP/s
+    assert r["tile loads from L2 at the peak (TB/s)"] == 15.7
+    t = gemm_traffic(4096, 4096, 4096, 128, 128, 64, "bf16")
+    assert t.bandwidth_at(989.4e12) == pytest.approx(t.global_bytes / (t.flops / 989.4e12))
+    assert (r["FLOP"], r["global bytes (tile loads + Y stores)"], r["compulsory bytes (each matrix once)"]) == \
+        ("137 GFLOP", "2.18 GB", "100.66 MB")
     assert r["stages fit shared memory per SM"] == "yes" and r["accumulator fits"] == "yes"
     r = gemm_tile_report(1, 4096, 4096, "bf16", 128, 128, 64, "H100-SXM")  # decode: one token
-    assert r["verdict, perfect L2"] == "memory-bound"
+    assert r["verdict, perfect L2 (HBM side only)"] == "memory-bound"
     r = gemm_tile_report(16, 4096, 4096, "fp8", 128, 128, 64, "A100-80GB-SXM")
-    assert r["ridge point (FLOP/B)"] == "n/a" and r["verdict, perfect L2"].startswith("n/a")
+    assert r["ridge point (FLOP/B)"] == "n/a" and r["verdict, perfect L2 (HBM side only)"].startswith("n/a")
+    assert r["tile loads from L2 at the peak (TB/s)"] == "n/a"
+    with pytest.raises(ValueError, match="flops_per_s"):
+        gemm_traffic(64, 64, 64, 16, 16, 16).bandwidth_at(0)
 
 
 def test_report_checks_each_part_against_its_own_memory():
@@ -100,8 +109,8 @@ def test_report_checks_each_part_against_its_own_memory():
     assert t.stage_bytes == 64 * 1024 and t.accumulator_bytes == 256 * 1024
     assert t.working_set_bytes == 320 * 1024
     h = gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "H100-SXM", stages=3)
-    assert h["input tiles per stage (bytes)"] == 65_536
-    assert h["shared memory, stages × input tiles (bytes)"] == 196_608         # 3 × 64 KiB of 228 KiB
+    assert h["input tiles per stage"] == "64.00 KiB"
+    assert h["shared memory, stages × input tiles"] == "192.00 KiB"           # 3 × 64 KiB of 228 KiB
     assert h["stages fit shared memory per SM"] == "yes" and h["most stages that fit"] == 3
     assert h["accumulator lives in"] == "registers" and h["accumulator share of that storage"] == "100%"
     assert h["accumulator fits"] == "no"                                      # the whole register file
@@ -112,7 +121,7 @@ def test_report_checks_each_part_against_its_own_memory():
     assert b["accumulator share of that storage"] == "100%"                   # 128 lanes x 512 cols x 4 B
     # the chapter's Hopper tile: 128x256, 48 KiB per stage, 4 stages = 192 KiB; accumulator half the RF
     c = gemm_tile_report(8192, 8192, 8192, "bf16", 128, 256, 64, "H100-SXM", stages=4)
-    assert c["shared memory, stages × input tiles (bytes)"] == 4 * 48 * 1024
+    assert c["shared memory, stages × input tiles"] == "192.00 KiB"           # 4 × 48 KiB
     assert c["stages fit shared memory per SM"] == "yes" and c["accumulator share of that storage"] == "50%"
     assert c["accumulator fits"] == "yes"
     a = gemm_tile_report(4096, 4096, 4096, "bf16", 256, 256, 64, "A100-80GB-SXM")

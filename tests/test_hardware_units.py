@@ -100,3 +100,25 @@ def test_torch_threads_and_seed_all():
     ldf.seed_all(0)
     assert torch.equal(a, torch.randn(3))
     assert pd.get_option("display.width") == 100_000 and pd.get_option("display.max_colwidth") is None
+
+
+def test_measured_mark_for_a_column_that_says_measured_once():
+    """A table cell under a "(measured)" header carries only the mark: ``41.2 GB/s†``; the
+    sanitizer masks it like the spelled-out form, and analytic numbers beside it stay exact."""
+    import configparser, pathlib, re
+    assert ldf.fmt_measured(41.2345, "GB/s", mark=True) == "41.2 GB/s" + ldf.MEASURED_MARK == "41.2 GB/s†"
+    assert ldf.fmt_measured(0.8551, "", mark=True) == "0.855†"
+    with pytest.raises(ValueError, match="mark=True with modelled=True"):
+        ldf.fmt_measured(1.0, "s", mark=True, modelled=True)
+    cp = configparser.ConfigParser()
+    cp.read(pathlib.Path(__file__).parent / "nbval_sanitize.cfg", encoding="utf-8")
+    sec = cp["measured-mark"]
+    text = "| 4,096 | 41.2 GB/s† | 0.855† | 1,234 |"
+    assert re.sub(sec["regex"], sec["replace"], text) == "| 4,096 | ~MEASURED GB/s† | ~MEASURED† | 1,234 |"
+    # an analytic number right before a marked one stays exact (a unit never starts with a digit)
+    assert re.sub(sec["regex"], sec["replace"], "4,096 41.2†") == "4,096 ~MEASURED†"
+    run = ",".join(str(i) for i in range(20_000)) + " 3.5†"
+    import time
+    t0 = time.perf_counter()
+    assert re.sub(sec["regex"], sec["replace"], run).endswith(",19999 ~MEASURED†")
+    assert time.perf_counter() - t0 < 1.0

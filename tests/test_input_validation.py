@@ -261,7 +261,7 @@ tp_generate tp_layer_forward pipeline_forward shard_moe_ep ep_moe_forward ring_a
 pack_int4 unpack_int4 quantize_weight dequantize_weight quantize_decoder quantized_weight_bytes logit_error
 int8_weight_matmul ring_all_reduce ids_tensor layer_nbytes greedy_decode hf_peer_model hf_greedy_decode
 speculative_generate build_target_from_draft make_speculative_pair serve_static serve_continuous
-serving_metrics check_schedule op_ledger ledger_totals encode_chat""".split()
+serving_metrics check_schedule op_ledger ledger_totals ledger_view encode_chat""".split()
 _MEASURE = """device describe_device synchronize time_fn progress cpu_threads seed_all host_to_device_seconds
 stream_bandwidth gemv_bandwidth gemv_bandwidths matmul_flops cpu_supports_bf16 measure_roofline best_time
 decode_bandwidth time_prefill time_decode_step peak_memory_bytes fusion_benchmark fusion_verdicts reader_tiers
@@ -278,7 +278,7 @@ calculator calculator_html calculator_rows static_views_enabled hosted_install_c
 plot_mountain all_diagrams write_diagrams
 plot_pipeline_timeline plot_topology published_measurements published_table read_published_rows require_positive
 require_nonnegative check_token_ids card_messages translate_card stamp_measuring_cells value_template
-decode_input read_engine_text parse_command find_command explain explain_text""".split()
+decode_input read_engine_text parse_command find_command explain explain_text efficiency_range""".split()
 NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n in _KERNELS},
                    **{n: "measures this machine" for n in _MEASURE},
                    **{n: "files, processes, figures, widgets or a validation helper (tested elsewhere)"

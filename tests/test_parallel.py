@@ -179,6 +179,13 @@ def test_step_time_calculator():
     slow = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="InfiniBand-NDR", batch=1)
     assert slow["communication per step (s)"] > d["communication per step (s)"]
     assert ldf.parallel_step_time(tp=1, pp=1)["verdict"] == "no communication"
+    # issue 45: at batch 1 there is no second micro-batch to overlap with, whatever the ratio
+    assert d["comm / compute"] < 1 and d["verdict"].startswith("adds to the step: at batch 1")
+    assert d["step, nothing overlapped (s)"] == d["compute per step (s)"] + d["communication per step (s)"]
+    b8 = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="NVLink4", batch=8)
+    assert b8["comm / compute"] < 1 and b8["verdict"] == "could hide behind another micro-batch's compute"
+    assert ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="InfiniBand-NDR",
+                                  batch=8)["verdict"] == "communication-bound"
     assert ldf.parallel_step_time(tp=1, pp=1)["memory per GPU"].startswith("does not fit")
     with pytest.raises(ValueError, match="tp=3"):
         ldf.parallel_step_time(tp=3)

@@ -2,26 +2,47 @@
 
 Without a browser (always run):
 
-* the core zip the site serves holds ``llm_dataflow/__init__.py`` and ``llm_dataflow/core/`` only,
-  imports without torch or numpy, and its ``main(argv)`` prints what the package's CLI prints;
-* every option of the ``plan`` command has a label on the page, translated in the Chinese edition.
+* the core zip the site serves holds ``llm_dataflow/__init__.py``, ``__main__.py`` and
+  ``llm_dataflow/core/`` only, imports without torch or numpy, and its ``main(argv)`` prints what
+  the package's CLI prints;
+* every option of the ``plan`` command appears in the page's spec with its flag, its default and
+  its ``--help`` text (the page follows the parser: a new option needs no page edit), and every
+  label the page has is translated in the Chinese edition.
 
 In headless Chromium, over a local server that gzips what it sends (as a web host does), for
-both editions at 1280 and 390 px, one cold page load each, then several inputs on it: every
-input in each edition, half of them at each width (``test_planner_in_the_browser``):
+both editions at 1280 and 390 px, one cold page load each, then several inputs on it
+(``test_planner_in_the_browser``):
 
-* each input's table, JSON, memory bar and decode chart equal ``plan`` run in Python on the argv
-  the page shows as its command line: presets, tensor parallelism, a pasted and a chosen real
-  ``config.json`` (``tests/data/``), ``--json``, and refusals (a layout, a count, a config field),
-  each shown with the CLI's message naming the field and never a traceback;
-* no console error, no request to another host, nothing wider than a 390 px screen;
+* each input's table (as rows and as the command's text), JSON, memory bar and decode chart equal
+  ``plan`` run in Python on the argv the page shows as its command line: at both widths of both
+  editions a sliding-window model (Mistral-7B-v0.1 at 32,768 tokens), TP 8 (Llama-3.1-70B on
+  H100-SXM) and SGLang's convention (``--mem-fraction-static``, set in the folded engine
+  settings); in each edition, half of them at each width, presets, a deployment that does not fit,
+  a pasted, a dropped and a chosen real ``config.json`` (``tests/data/``), ``--json``, and
+  refusals (a layout, a count, a config field, an empty GPU field), each shown with the CLI's
+  message naming the field, the field outlined;
+* the rows give back the command's lines (label, value, folded note), the verdict and the KV room
+  first; the bar has one part per term of ``memory_terms``, in order, in GiB as the core's fmt_gib
+  prints it; the parts sum to the device's runtime total when the deployment fits and exceed it by
+  the over-capacity the bar draws when not; its GiB figures are the table's;
+* typing a GPU name one key at a time ("L40S") never shows an error or plans "L4"; a pause on
+  "L40" shows "keep typing" and plans nothing;
+* no console error, no request to another host; nothing of the form or the results wider than
+  the column or scrolled sideways at either width (the command's text wraps); on the phone every
+  control is a 44 px touch target and the sticky summary shows the verdict while the form is on
+  screen;
+* contrast (desktop visit, light and dark theme through the theme's own button): every bar part,
+  swatch and chart point at >= 3:1 against the page behind it;
 * on the cold visit, once the first plan, bar and chart are drawn, the per-page checks
   ``tests/test_browser.py`` gives every other page (``tests/_browsers.py``: ``check_page``,
   ``layout_problems``, ``figure_problems``, and at 1280 px ``wide_results``): that file leaves
   this page out: each edition and width starts Pyodide in one test, not two;
-* the page's weight (bytes transferred, gzip) <= 8 MB; interactive <= 20 s cold, each change
-  answered in < 200 ms (on a machine busier than its cores, k runnable tasks per core, the limits
-  widen k times: a process gets about 1/k of a core; the figures are reported as measured);
+* the download's size is in the page's HTML before it starts and the page counts it as it comes;
+  the bytes the server sends (gzip) <= 8 MB; interactive <= 10 s cold; each change answered in
+  < 200 ms after the reader's pause, and no task of the page's main thread over 200 ms while it
+  changes (the Long Tasks API) (on a machine busier than its cores, k runnable tasks per core,
+  the limits widen k times: a process gets about 1/k of a core; the figures are reported as
+  measured);
 * the URL holds the settings: reopening it (warm cache) shows the same plan.
 
 Also: opened from disk, or built without Pyodide, the page says why it cannot run and shows the
@@ -35,6 +56,7 @@ import gzip
 import http.server
 import io
 import json
+import math
 import os
 import pathlib
 import re
@@ -59,8 +81,8 @@ PAGE = "book/planner.html"
 EDITIONS = {"en": "", "zh_CN": "zh_CN/"}
 WIDTHS = (1280, 390)
 MAX_MB_GZIP = 8.0            # MB = 1e6 bytes transferred on a cold visit
-MAX_COLD_S = 20.0            # to interactive (the first result), 2 cores
-MAX_CHANGE_MS = 200.0        # one change answered (table, bar or error)
+MAX_COLD_S = 10.0            # to interactive (the first result), a quiet machine
+MAX_CHANGE_MS = 200.0        # one change answered (table, bar or error); a main-thread task
 TIMEOUT_MS = 120_000
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import ldf_planner  # noqa: E402
@@ -137,8 +159,8 @@ def test_core_zip_is_the_core_and_runs_without_torch(tmp_path):
     z = tmp_path / "core.zip"
     ldf_planner.write_core_zip(z)
     names = zipfile.ZipFile(z).namelist()
-    assert "llm_dataflow/__init__.py" in names and "llm_dataflow/core/plan.py" in names
-    assert all(n in ("llm_dataflow/__init__.py", "llm_dataflow/data/published_measurements.csv")
+    assert {"llm_dataflow/__init__.py", "llm_dataflow/__main__.py", "llm_dataflow/core/plan.py"} <= set(names)
+    assert all(n in ("llm_dataflow/__init__.py", "llm_dataflow/__main__.py", "llm_dataflow/data/published_measurements.csv")
                or n.startswith("llm_dataflow/core/") for n in names), names
     assert not any("__pycache__" in n for n in names)
     again = tmp_path / "again.zip"
@@ -148,9 +170,12 @@ def test_core_zip_is_the_core_and_runs_without_torch(tmp_path):
     folder.mkdir()
     shutil.copy(DATA / "Llama-3.1-8B-Instruct" / "config.json", folder / "config.json")
     argv = ["plan", "Llama-3.1-8B-Instruct/config.json", "--hardware", "H100-SXM", "--batch", "4", "--context", "2048"]
-    code = ("import sys, json; sys.path.insert(0, sys.argv[1]); from llm_dataflow.core.plan import main; "
-            "r = main(json.loads(sys.argv[2])); "
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy', 'matplotlib')); "
+    # as the page's worker runs it: python -m llm_dataflow ARGV (runpy), from the zip alone
+    code = ("import sys, json, runpy; sys.path.insert(0, sys.argv[1]); argv = json.loads(sys.argv[2]); "
+            "sys.argv = ['python -m llm_dataflow', *argv]\n"
+            "try:\n    runpy.run_module('llm_dataflow', run_name='__main__', alter_sys=False)\n"
+            "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy', 'matplotlib'))\n"
             "assert not heavy, heavy")
     t = time.perf_counter()
     run = subprocess.run([sys.executable, "-c", code, str(z), json.dumps(argv)], cwd=tmp_path,
@@ -161,7 +186,11 @@ def test_core_zip_is_the_core_and_runs_without_torch(tmp_path):
     assert run.stdout == cli(argv, tmp_path)[1]
 
 
-def test_every_cli_option_has_a_label_in_both_editions():
+def test_every_cli_option_is_on_the_page_with_its_help_and_every_label_is_translated():
+    """The page's form follows the ``plan`` parser: each option (a new one too) is in the spec the
+    page builds its controls from, with its flag, default and ``--help`` text, in a group (an
+    option no group names joins the folded engine settings).  Every label of the page's list is
+    translated in the Chinese edition; options without a label show their flag."""
     from babel.messages.pofile import read_po
 
     text = (ROOT / "book" / "planner.md").read_text(encoding="utf-8")
@@ -172,10 +201,20 @@ def test_every_cli_option_has_a_label_in_both_editions():
     options = ldf_planner.cli_options()
     assert {o["dest"] for o in options} >= {"model", "hardware", "tp", "batch", "context", "prompt", "weights", "kv"}
     for o in options:
-        assert o["dest"] in labels, f"CLI option {o['flag'] or o['dest']} has no label on the page"
-        msg = f"`{o['dest']}`: {labels[o['dest']]}"
-        assert re.search(r"[\u4e00-\u9fff]", zh.get(msg, "")) or o["dest"] == "hardware", \
-            f"{msg!r} is not translated in locale/zh_CN/LC_MESSAGES/book/planner.po"
+        assert o["flag"] or o["kind"] == "model", o
+        assert o["help"], f"{o['flag']}: no --help text for the page to show"
+    grouped = {d for g in ldf_planner.GROUPS for d in g["dests"]}
+    rest = [g for g in ldf_planner.GROUPS if g.get("rest")]
+    assert len(rest) == 1 and rest[0].get("folded"), "one folded group takes the options no group names"
+    unlabelled = [o["dest"] for o in options if o["dest"] not in labels]
+    ungrouped = [o["dest"] for o in options if o["dest"] not in grouped]
+    FIGURES.append(f"plan options: {len(options)}; without a page label (shown by their flag): {unlabelled or 'none'}; "
+                   f"in no group (shown in the engine settings): {ungrouped or 'none'}")
+    for key, label in labels.items():
+        msg = f"`{key}`: {label}"
+        assert zh.get(msg), f"{msg!r} is not translated in locale/zh_CN/LC_MESSAGES/book/planner.po"
+        if not key.startswith(("row_", "hardware")) and re.search(r"[A-Za-z]{3}", label.replace("{", "")):
+            assert re.search(r"[\u4e00-\u9fff]", zh[msg]) or key in ("model_config", "bar_caption"), (msg, zh[msg])
     for key in ldf_planner.PAGE_SKIPS:
         assert f"note_{key}" in labels
 
@@ -197,9 +236,11 @@ def test_cli_start_and_parity():
 # --- in the browser --------------------------------------------------------------------------------
 class _GzipHandler(http.server.SimpleHTTPRequestHandler):
     """Serves the site as a web host does: gzip for a client that accepts it (not for files that
-    are compressed already), a cache lifetime so that a second visit is warm."""
+    are compressed already), a cache lifetime so that a second visit is warm.  ``sent`` counts the
+    body bytes sent (the page's Web Worker fetches Pyodide: counted here, whoever asks)."""
 
     cache: dict[str, bytes] = {}
+    sent = 0
     STORED = (".zip", ".png", ".jpg", ".woff2", ".woff", ".ico", ".gz")
 
     def log_message(self, *args):
@@ -208,6 +249,11 @@ class _GzipHandler(http.server.SimpleHTTPRequestHandler):
     def end_headers(self):
         self.send_header("Cache-Control", "max-age=600")
         super().end_headers()
+
+    def copyfile(self, source, outputfile):
+        data = source.read()
+        type(self).sent += len(data)
+        outputfile.write(data)
 
     def do_GET(self):
         path = pathlib.Path(self.translate_path(self.path))
@@ -230,8 +276,17 @@ class _GzipHandler(http.server.SimpleHTTPRequestHandler):
         self.end_headers()
         try:
             self.wfile.write(body)
+            type(self).sent += len(body)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def guess_type(self, path):
+        # a module worker and Pyodide's .mjs need a JavaScript type (Python < 3.12 maps none)
+        if str(path).endswith(".mjs"):
+            return "text/javascript"
+        if str(path).endswith(".wasm"):
+            return "application/wasm"
+        return super().guess_type(path)
 
 
 @pytest.fixture(scope="module")
@@ -253,37 +308,30 @@ def browser(site, chromium_browser):
     return chromium_browser     # conftest.py: one Chromium per test process
 
 
-class Tab:
-    """One browser context (empty cache): console errors, requests to other hosts, bytes received."""
+# Tasks of the main thread over 50 ms, as the Long Tasks API reports them (from the page's start).
+LONG_TASKS_JS = """(() => { window.__ldfLong = [];
+  try { new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__ldfLong.push([e.startTime, e.duration]); })
+        .observe({type: 'longtask', buffered: true}); } catch (e) {} })();"""
 
-    def __init__(self, browser, base: str, width: int):
+
+class Tab:
+    """One browser context (empty cache): console errors, requests to other hosts (the worker's
+    too: they are recorded as they start and fail in Chromium, conftest.py's host rules)."""
+
+    def __init__(self, browser, base: str, width: int, route: bool = False):
         phone = width < 600
         self.base = base
         self.context = browser.new_context(viewport={"width": width, "height": 844 if phone else 900},
                                            is_mobile=phone, has_touch=phone, device_scale_factor=1)
+        self.context.add_init_script(LONG_TASKS_JS)
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.external: list[str] = []
-        self.bytes: dict[str, int] = {}
         self.page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        self.page.on("requestfinished", self._finished)
-        self.page.route("**/*", self._route)
-
-    def _route(self, route):
-        url = route.request.url
-        if is_local(url, self.base):
-            route.continue_()
-        else:
-            self.external.append(url)
-            route.abort()
-
-    def _finished(self, request):
-        try:
-            size = request.sizes()["responseBodySize"]   # as transferred (encoded)
-        except Exception:
-            size = 0
-        self.bytes[request.url] = max(self.bytes.get(request.url, 0), size)
+        self.context.on("request", lambda r: None if is_local(r.url, base) else self.external.append(r.url))
+        if route:   # a page opened from disk: abort what leaves it
+            self.page.route("**/*", lambda r: r.continue_() if is_local(r.request.url, base) else r.abort())
 
     def close(self):
         self.context.close()
@@ -293,6 +341,7 @@ def _wait_ready(page):
     page.wait_for_function("""() => { const r = document.querySelector('.ldf-planner');
         return r && (r.dataset.ldfReady || ['failed', 'unavailable'].includes(r.dataset.ldfState)); }""",
                            timeout=TIMEOUT_MS)
+    page.wait_for_function("() => +document.querySelector('.ldf-planner').dataset.ldfRuns > 0", timeout=TIMEOUT_MS)
     state = page.evaluate("() => document.querySelector('.ldf-planner').dataset.ldfState")
     assert state in ("ok", "error"), page.inner_text(".ldf-planner-status")
 
@@ -302,7 +351,7 @@ def _settle(page, before: int):
     page.wait_for_function("n => +document.querySelector('.ldf-planner').dataset.ldfRuns > n", arg=before,
                            timeout=TIMEOUT_MS)
     page.wait_for_function("""() => { const d = document.querySelector('.ldf-planner').dataset;
-        return d.ldfState === 'error' || d.ldfChart === d.ldfRuns; }""", timeout=TIMEOUT_MS)
+        return !d.ldfPending && (d.ldfState === 'error' || d.ldfChart === d.ldfRuns); }""", timeout=TIMEOUT_MS)
     return page.evaluate("() => ({...document.querySelector('.ldf-planner').dataset})")
 
 
@@ -310,10 +359,19 @@ def _runs(page) -> int:
     return int(page.evaluate("() => +document.querySelector('.ldf-planner').dataset.ldfRuns || 0"))
 
 
+def _reveal(page, loc):
+    """Open the folded group holding ``loc`` as a reader does: a tap or click on its summary."""
+    if loc.evaluate("e => !!e.closest('details:not([open])')"):
+        summary = loc.locator("xpath=ancestor::details[1]/summary")
+        summary.tap() if page.viewport_size["width"] < 600 else summary.click()
+        page.wait_for_function("e => !e.closest('details:not([open])')", arg=loc.element_handle())
+
+
 def _set(page, dest: str, value):
     """Set one control as a reader does (select, type, tick); returns the run count before."""
     n = _runs(page)
     loc = page.locator(f"#ldf-planner-{dest}")
+    _reveal(page, loc)
     tag = loc.evaluate("e => e.tagName + (e.type ? ':' + e.type : '')")
     if tag.startswith("SELECT"):
         loc.select_option(value=str(value))
@@ -363,6 +421,29 @@ def _shown_argv(page) -> list[str]:
     return [w for w in words[3:]]
 
 
+def _fmt_gib(x: float) -> str:
+    from llm_dataflow.core.units import fmt_gib
+
+    return fmt_gib(x)
+
+
+# What the page shows of a plan: the rows, the raw text, the JSON view, the bar's legend.
+SHOWN_JS = """() => {
+  const q = (s) => document.querySelector(s);
+  const rows = Array.from(document.querySelectorAll('.ldf-planner-verdict .ldf-row, .ldf-planner-rows:not(.ldf-planner-first) > .ldf-row'))
+    .filter(r => r.getClientRects().length)
+    .map(r => [r.dataset.label, r.querySelector('.ldf-row-value').textContent,
+               (r.querySelector('.ldf-row-note-text') || {textContent: ''}).textContent]);
+  const legend = Array.from(document.querySelectorAll('.ldf-bar-legend li'))
+    .map(e => [e.dataset.key, +e.dataset.bytes, e.dataset.text]);
+  const parts = Array.from(document.querySelectorAll('.ldf-bar-strip .ldf-bar-part')).map(e => [e.dataset.key, +e.dataset.bytes]);
+  return {rows, legend, parts, table: q('.ldf-planner-table').textContent,
+          json: q('.ldf-planner-json').hidden ? null : q('.ldf-planner-json').textContent,
+          result: q('.ldf-planner-result').textContent,
+          warnings: q('.ldf-planner-warnings').hidden ? [] : Array.from(q('.ldf-planner-warnings').querySelectorAll('li')).map(e => e.textContent),
+          capacity: +q('.ldf-planner-bar').dataset.capacity, over: !!q('.ldf-bar-over')}; }"""
+
+
 def _check(page, cwd: pathlib.Path, expect_error: str | None = None, dest: str | None = None) -> None:
     """The page's outputs for its current settings equal ``plan`` run on the argv it shows."""
     argv = _shown_argv(page)
@@ -381,25 +462,56 @@ def _check(page, cwd: pathlib.Path, expect_error: str | None = None, dest: str |
         return
     assert code == 0, err
     assert page.locator(".ldf-planner-error").is_hidden()
-    assert page.inner_text(".ldf-planner-table") == out.rstrip("\n")
+    s = page.evaluate(SHOWN_JS)
     json_argv = [a for a in page_argv if a != "--json"] + ["--json"]
     jcode, jout, _ = cli(json_argv, cwd)
-    assert page.evaluate("() => document.querySelector('.ldf-planner-result').textContent") == jout
+    assert s["result"] == jout
     r = json.loads(jout)
-    bar = dict(page.eval_on_selector_all(".ldf-bar-legend li", "els => els.map(e => [e.dataset.key, +e.dataset.bytes])"))
-    for key, field in (("weights", "weight_bytes_per_gpu"), ("kv", "kv_bytes_per_gpu"),
-                       ("activations", "activation_bytes_per_gpu"), ("reserve", "reserve_bytes_per_gpu")):
-        assert bar[key] == r[field], (key, bar[key], r[field])
-    cap = r["runtime_memory_bytes"]
-    used = sum(r[f] for f in ("weight_bytes_per_gpu", "kv_bytes_per_gpu", "activation_bytes_per_gpu", "reserve_bytes_per_gpu"))
-    assert (bar.get("free", 0) == cap - used) if r["fits"] else (bar["over"] == used - cap)
+    if "--json" in page_argv:   # the page prints what the command prints: the JSON
+        assert s["json"] == out.rstrip("\n")
+    else:
+        # the text, as printed (one click away), and as rows: each row's label, value and folded
+        # note give back the command's line; the verdict and the KV room come first
+        assert s["table"] == out.rstrip("\n")
+        lines = out.rstrip("\n").split("\n")
+        col = re.match(r"^\S.*?\s{2,}(?=\S)", lines[0]).end()
+        want = {line[:col].strip(): line[col:] for line in lines}
+        assert [x[0] for x in s["rows"][:2]] == ["memory", "KV room"], s["rows"][:3]
+        assert sorted(x[0] for x in s["rows"]) == sorted(want), (sorted(want), [x[0] for x in s["rows"]])
+        for label, value, note in s["rows"]:
+            assert (value + " " + note if note else value) == want[label], (label, value, note, want[label])
+    for w in r.get("warnings") or []:   # the command's warnings, shown
+        assert w in s["warnings"], (w, s["warnings"])
+    # the bar: every term of memory_terms in order, in the table's GiB
+    terms = r["memory_terms"]
+    shown_terms = [(t["name"], t["bytes"], _fmt_gib(t["bytes"])) for t in terms
+                   if t["bytes"] > 0 or t["name"] not in ("kv_unmet", "kv_free")]
+    legend = [tuple(x) for x in s["legend"] if x[0] != "over"]
+    assert legend == shown_terms, (legend, shown_terms)
+    assert [tuple(x) for x in s["parts"]] == [(t["name"], t["bytes"]) for t in terms if t["bytes"] > 0]
+    cap, used = r["runtime_memory_bytes"], sum(t["bytes"] for t in terms)
+    assert s["capacity"] == cap
+    if r["fits"]:
+        assert math.isclose(used, cap, rel_tol=1e-9), (used, cap)
+        assert not s["over"]
+    else:   # drawn past the device's edge, by what the table says does not fit
+        assert used > cap and s["over"], (used, cap)
+        over = dict((k, (b, t)) for k, b, t in s["legend"])["over"]
+        assert math.isclose(over[0], used - cap, rel_tol=1e-9) and over[1] == _fmt_gib(used - cap)
+    if "--json" not in page_argv:   # the bar's figures are the table's
+        engine, gib = want["engine memory"], {k: t for k, _, t in shown_terms}
+        assert f"weights {gib['weights']}" in engine and f"activations {gib['activations']}" in engine, engine
+        assert f"non-torch ≈ {gib['non_torch']}" in engine, engine
+        assert want["device memory"].startswith(_fmt_gib(cap) + " "), want["device memory"]
+        room = sum(t["bytes"] for t in terms if t["name"] in ("kv_asked", "kv_free"))
+        assert f"({_fmt_gib(room)} per GPU)" in want["KV room"], (room, want["KV room"])
     # the chart is drawn after the table, one run of the command per batch: wait for this
     # batch's point (seconds on a loaded machine), never a fixed sleep
-    page.wait_for_function("([b, t]) => [...document.querySelectorAll('.ldf-planner-chart circle')]"
+    page.wait_for_function("([b, t]) => [...document.querySelectorAll('.ldf-planner-chart circle.ldf-chart-point')]"
                            ".some(e => +e.dataset.batch === b && +e.dataset.s === t)",
                            arg=[r["batch"], r["decode_step_s"]], timeout=120_000)
-    points = page.eval_on_selector_all(".ldf-planner-chart circle", "els => els.map(e => [+e.dataset.batch, +e.dataset.s, e.dataset.binds, e.dataset.fits])")
-    by_batch = {b: (s, binds, fits) for b, s, binds, fits in points}
+    points = page.eval_on_selector_all(".ldf-planner-chart circle.ldf-chart-point", "els => els.map(e => [+e.dataset.batch, +e.dataset.s, e.dataset.binds, e.dataset.fits])")
+    by_batch = {b: (s_, binds, fits) for b, s_, binds, fits in points}
     assert by_batch[r["batch"]] == (r["decode_step_s"], r["binds"], "1" if r["fits"] else "0")
     for b in (1, 64, 4096):   # other batches: one run of the command each
         if b in by_batch:
@@ -422,6 +534,133 @@ def _translations(edition: str):
     return lambda s: table.get(s, s)
 
 
+# Everything of the planner a reader must see whole: nothing past the column, nothing scrolled
+# sideways or clipped (folded parts are not shown, so not checked); on a phone, each control's
+# touch target (a checkbox's is its label's row; an inline "details" at WCAG 2.5.8's 24 px).
+PLANNER_LAYOUT_JS = r"""(phone) => {
+  const root = document.querySelector('.ldf-planner'), R = root.getBoundingClientRect();
+  const where = e => `${e.tagName.toLowerCase()}.${String(e.className && e.className.baseVal === undefined ? e.className : '').split(' ')[0]} "${(e.textContent || '').trim().slice(0, 40)}"`;
+  const cut = [], small = [];
+  for (const e of root.querySelectorAll('*')) {
+    if (!e.getClientRects().length || (e.closest('svg') && e.tagName.toLowerCase() !== 'svg')) continue;
+    if (e.closest('datalist, script, noscript')) continue;
+    const b = e.getBoundingClientRect();
+    if (b.width && (b.right > R.right + 1 || b.left < R.left - 1)) cut.push(`${where(e)}: ${Math.round(Math.max(b.right - R.right, R.left - b.left))} px beyond the planner's column`);
+    const o = getComputedStyle(e).overflowX;
+    // (a text field scrolls what the reader typed inside itself, as every field does)
+    if (o !== 'visible' && e.scrollWidth > e.clientWidth + 1 && !e.classList.contains('ldf-bar-strip') && !e.matches('input, textarea'))
+      cut.push(`${where(e)}: ${e.scrollWidth - e.clientWidth} px hidden (overflow ${o})`);
+  }
+  if (phone) {
+    for (const e of root.querySelectorAll('input, select, textarea, summary, button:not(.copybtn)')) {
+      if (!e.getClientRects().length) continue;
+      const t = e.type === 'checkbox' ? e.closest('.ldf-planner-check') : e;
+      const h = t.getBoundingClientRect().height, need = e.closest('.ldf-row-note') ? 24 : 44;
+      if (h < need - 0.5) small.push(`${where(e)} ${e.id || ''}: ${h.toFixed(0)} px tall (< ${need})`);
+    }
+  }
+  return {cut, small};
+}"""
+
+# The colour of each graphic mark of the planner and of the page behind it ([mark, css colour, bg]).
+MARKS_JS = r"""() => {
+  const bgOf = e => { for (let b = e; b; b = b.parentElement) { const c = getComputedStyle(b).backgroundColor;
+      if (c && !['rgba(0, 0, 0, 0)', 'transparent'].includes(c)) return c; } return 'rgb(255, 255, 255)'; };
+  const out = [];
+  const root = document.querySelector('.ldf-planner');
+  const bg = bgOf(root.querySelector('.ldf-planner-bar').parentElement);
+  for (const e of root.querySelectorAll('.ldf-bar-part, .ldf-bar-swatch, .ldf-chart-key')) {
+    if (!e.getClientRects().length) continue;
+    const cs = getComputedStyle(e);
+    const solid = !['rgba(0, 0, 0, 0)', 'transparent'].includes(cs.backgroundColor) && cs.backgroundImage === 'none';
+    out.push([`${e.className} ${e.dataset.key || ''}`, solid ? cs.backgroundColor : cs.borderTopColor, bg]);
+  }
+  for (const c of root.querySelectorAll('.ldf-planner-chart circle')) {
+    const cs = getComputedStyle(c);
+    const ink = cs.fill === 'none' || cs.fill === bg || cs.fill === getComputedStyle(document.body).backgroundColor ? cs.stroke : cs.fill;
+    out.push([`circle ${c.getAttribute('class')}`, ink, bg]);
+  }
+  return out;
+}"""
+
+
+def _rgb(css: str) -> tuple[float, float, float]:
+    vals = [float(x) for x in re.findall(r"[\d.]+", css)[:3]]
+    return vals[0], vals[1], vals[2]
+
+
+def _luminance(css: str) -> float:
+    def lin(c):
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = _rgb(css)
+    return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two CSS rgb() colours."""
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+MIN_GRAPHICS_CONTRAST = 3.0     # WCAG 1.4.11, non-text contrast
+
+
+def _theme(page, mode: str) -> None:
+    """Switch the page's theme with the theme's own button, as a reader does (it cycles)."""
+    for _ in range(4):
+        if page.evaluate("() => document.documentElement.dataset.theme") == mode:
+            return
+        page.locator(".theme-switch-button").first.click()
+    assert page.evaluate("() => document.documentElement.dataset.theme") == mode
+
+
+def _contrast_problems(page) -> list[str]:
+    out = []
+    for mode in ("dark", "light"):
+        _theme(page, mode)
+        marks = page.evaluate(MARKS_JS)
+        assert len(marks) >= 10, marks
+        for what, ink, bg in marks:
+            c = contrast(ink, bg)
+            if c < MIN_GRAPHICS_CONTRAST:
+                out.append(f"{mode}: {what}: {ink} on {bg} is {c:.2f}:1 (< {MIN_GRAPHICS_CONTRAST})")
+        FIGURES.append(f"contrast ({mode}): {len(marks)} marks, lowest "
+                       f"{min(contrast(i, b) for _, i, b in marks):.2f}:1")
+    return out
+
+
+# Every error the page shows and every plan it starts while a reader types, recorded in the page.
+WATCH_JS = """() => { window.__ldfSeen = [];
+  const r = document.querySelector('.ldf-planner'), e = document.querySelector('.ldf-planner-error');
+  new MutationObserver(() => { if (!e.hidden) window.__ldfSeen.push('error: ' + e.textContent); }).observe(e, {attributes: true, childList: true, characterData: true, subtree: true});
+  new MutationObserver(() => window.__ldfSeen.push('runs ' + r.dataset.ldfRuns)).observe(r, {attributes: true, attributeFilter: ['data-ldf-runs']}); }"""
+
+
+def _type_a_gpu(page, cwd: pathlib.Path) -> None:
+    """Type "L40S" into the GPU field one key at a time, pausing on "L40": no error, no plan of
+    an L4 or of "L40", a "keep typing" hint during the pause; the plan of the L40S after it."""
+    field = page.locator("#ldf-planner-hardware")
+    field.scroll_into_view_if_needed()
+    field.tap() if page.viewport_size["width"] < 600 else field.click()
+    page.keyboard.press("Control+A")
+    page.evaluate(WATCH_JS)
+    n = _runs(page)
+    field.press_sequentially("L40", delay=90)
+    page.wait_for_timeout(1200)     # a pause on an incomplete name: more than twice the page's own
+    assert _runs(page) == n, "the page planned while a GPU name was half typed"
+    hint = page.locator("#ldf-planner-hardware-wait")
+    assert hint.is_visible() and "L40S" in hint.inner_text(), hint.inner_text()
+    field.press_sequentially("S", delay=90)
+    _settle(page, n)
+    seen = page.evaluate("() => window.__ldfSeen")
+    assert not [x for x in seen if x.startswith("error")], seen
+    assert len([x for x in seen if x.startswith("runs")]) == 1, seen
+    assert "--hardware L40S" in page.inner_text(".ldf-planner-command")
+    assert hint.is_hidden()
+    _check(page, cwd)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("edition", list(EDITIONS))
 def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width):
@@ -435,15 +674,23 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
     (tmp_path / "broken" / "config.json").write_text(json.dumps(broken, indent=2))
     rel = EDITIONS[edition] + PAGE
     tab = Tab(browser, server, width)
+    phone = width < 600
+    t_test = time.perf_counter()
     try:
         page = tab.page
         cpu0 = _browser_cpu_s()
+        _GzipHandler.sent = 0
         page.goto(f"{server}/{rel}", wait_until="load", timeout=TIMEOUT_MS)
+        # said before the download starts: its size (the page's own HTML, before any script)
+        size_mb = ldf_planner.download_sizes(ROOT)["total"] / 1e6
         _wait_ready(page)
         d = page.evaluate("() => ({...document.querySelector('.ldf-planner').dataset})")
         cold_s = float(d["ldfReady"]) / 1e3
         cpu_s = _browser_cpu_s() - cpu0   # what the load costs the cores, whatever the neighbours do
-        weight_mb = sum(tab.bytes.values()) / 1e6
+        weight_mb = _GzipHandler.sent / 1e6
+        assert int(d["ldfLoaded"]) > 0.9 * size_mb * 1e6, (d["ldfLoaded"], size_mb)   # the progress counted it
+        html_text = (site / rel).read_text(encoding="utf-8")
+        assert f"{size_mb:.1f}" in re.search(r'<p class="ldf-planner-status"[^>]*>([^<]*)<', html_text).group(1)
         _check(page, tmp_path)
         # the checks tests/test_browser.py gives every other page, on this visit (its first plan,
         # bar and chart drawn): math, images, layout at this width, figures, results seen whole
@@ -456,12 +703,27 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
         assert not problems, f"{rel} at {width} px:\n  " + "\n  ".join(problems)
         # labels: the edition's own
         tr = _translations(edition)
-        label = page.inner_text('label[for="ldf-planner-tp"]')
-        assert label.startswith(tr("`tp`: Tensor-parallel degree").split("：" if edition != "en" else ": ", 1)[1]), label
-        changes = []
-        cases = [
-            ({"model": "Mixtral-8x7B", "hardware": "H200", "tp": "2", "weights": "fp8", "batch": "32",
-              "context": "8192", "prompt": "2048"}, None, None),
+        label = page.inner_text('label[for="ldf-planner-tp"] .ldf-planner-name')
+        assert label == tr("`tp`: Tensor-parallel degree").split("：" if edition != "en" else ": ", 1)[1], label
+        if phone:   # the verdict stays in sight while the reader is at the form
+            page.locator("#ldf-planner-batch").scroll_into_view_if_needed()
+            box = page.locator(".ldf-planner-summary").bounding_box()
+            assert box and box["y"] + box["height"] <= 844 + 1 and box["y"] > 844 - 200, box
+            assert re.search(r"fits|不下|放得下|可容纳", page.inner_text(".ldf-planner-summary")), page.inner_text(".ldf-planner-summary")
+        changes, python, waits, long0 = [], [], [], page.evaluate("() => performance.now()")
+        # the settings issue 42 changes the numbers of (a sliding window, the memory outside
+        # torch at TP 8, SGLang's pool): at both widths of both editions, so that they stay exact
+        both = [
+            ({"model": "Mistral-7B-v0.1", "hardware": "H100-SXM", "tp": "1", "weights": "", "kv": "",
+              "batch": "8", "context": "32768", "prompt": ""}, None, None),
+            ({"model": "Llama-3.1-70B", "hardware": "H100-SXM", "tp": "8", "batch": "16", "context": "8192"}, None, None),
+            # SGLang's convention, set in the folded engine settings
+            ({"model": "Llama-3-8B", "tp": "1", "mem_fraction_static": "0.88", "batch": "8"}, None, None),
+        ]
+        halves = ([
+            ({"mem_fraction_static": "", "model": "Mixtral-8x7B", "hardware": "H200", "tp": "2", "weights": "fp8",
+              "batch": "32", "context": "8192", "prompt": "2048"}, None, None),
+            # a deployment that does not fit: the bar runs past the device by what the table says
             ({"model": "DeepSeek-V3", "hardware": "H200", "tp": "8", "kv": "fp8", "batch": "64", "context": "32768",
               "prompt": ""}, None, None),
             ({"paste": ("Llama-3.1-8B-Instruct", llama), "hardware": "A100-80GB-SXM", "tp": "1", "weights": "int4",
@@ -469,58 +731,94 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
             ({"model": "Llama-3-8B", "drop": ("Llama-3.1-8B-Instruct", DATA / "Llama-3.1-8B-Instruct" / "config.json"),
               "hardware": "H200", "tp": "4", "weights": "fp8", "kv": "fp8", "batch": "128", "context": "4096"},
              None, None),
-            # a deployment preset (its runtime total from a log, no NVLink) and an MoE in INT4
-            ({"model": "Qwen3-30B-A3B", "hardware": "RTX-4090", "tp": "1", "weights": "int4", "kv": "", "batch": "4",
-              "context": "4096"}, None, None),
-            ({"choose": ("Qwen2.5-7B-Instruct", DATA / "Qwen2.5-7B-Instruct" / "config.json"), "hardware": "B200",
-              "tp": "2", "weights": "bf16", "json": True, "plot": "decode.svg"}, None, None),
+            ({"hardware": "H100-SXM", "tp": "3", "batch": "8"}, "argument --tp", "tp"),
+            ({"tp": "1", "batch": "0"}, "argument --batch: 0 is not allowed", "batch"),
+        ], [
+            ({"mem_fraction_static": "", "batch": "8", "paste": ("broken", json.dumps(broken, indent=2))},
+             "hidden_size=-1 is not allowed", "config"),
             # a GPU without a preset: the custom spec the README shows
             ({"model": "Llama-3-8B", "hardware": "name=RTX-3090,memory_gb=24,runtime_gib=23.58,bandwidth_gbs=936,"
-              "bf16_tflops=71,nvlink=none", "tp": "1", "batch": "1", "context": "8192"}, None, None),
-            ({"json": False, "plot": "", "tp": "3"}, "argument --tp", "tp"),
-            ({"tp": "1", "batch": "0"}, "argument --batch: 0 is not allowed", "batch"),
-            ({"batch": "8", "paste": ("broken", json.dumps(broken, indent=2))}, "hidden_size=-1 is not allowed", "config"),
-        ]
-        # The inputs' numbers do not depend on the width: each width of an edition takes half of
-        # them (each half starts from a full setting), so both editions see every input once and
+              "bf16_tflops=71,nvlink=none", "tp": "1", "weights": "", "kv": "", "batch": "1", "context": "8192"},
+             None, None),
+            # a deployment preset (its runtime total from a log, no NVLink) and an MoE in INT4
+            ({"model": "Qwen3-30B-A3B", "hardware": "RTX-4090", "weights": "int4", "batch": "4", "context": "4096"},
+             None, None),
+            ({"choose": ("Qwen2.5-7B-Instruct", DATA / "Qwen2.5-7B-Instruct" / "config.json"), "hardware": "B200",
+              "tp": "2", "weights": "bf16", "json": True, "plot": "decode.svg"}, None, None),
+            ({"json": False, "plot": "", "hardware": ""}, "the following arguments are required: --hardware", "hardware"),
+        ])
+        # The other inputs' numbers do not depend on the width: each width of an edition takes half
+        # of them (each half starts from a full setting), so both editions see every input once and
         # both widths see presets, a real config.json and refusals.
-        half = len(cases) // 2
-        for settings, error, dest in (cases[:half] if width == WIDTHS[0] else cases[half:]):
+        for settings, error, dest in both + halves[WIDTHS.index(width)]:
             d = _apply(page, settings)
             changes.append(float(d["ldfMs"]))
+            python.append(float(d["ldfPyMs"]))
+            waits.append(float(d["ldfWaitMs"]))
             if settings.get("plot"):   # on the command line only; the page draws the chart itself
                 assert page.inner_text(".ldf-planner-command").endswith(f"--json --plot {settings['plot']}")
             _check(page, tmp_path, error, dest)
+            lay = page.evaluate(PLANNER_LAYOUT_JS, phone)
+            assert not lay["cut"] and not lay["small"], f"{rel} at {width} px, {settings}:\n  " + \
+                "\n  ".join(lay["cut"] + lay["small"])
+        # the command's own text, opened: wrapped at the column, never scrolled sideways
+        _apply(page, {"model": "Llama-3.1-70B", "hardware": "H100-SXM", "tp": "8", "batch": "16", "context": "8192",
+                      "mem_fraction_static": ""})
+        page.locator(".ldf-planner-raw > summary").click()
+        lay = page.evaluate(PLANNER_LAYOUT_JS, phone)
+        assert not lay["cut"] and not lay["small"], "\n  ".join(lay["cut"] + lay["small"])
+        _type_a_gpu(page, tmp_path)
+        longs = [dur for t, dur in page.evaluate("() => window.__ldfLong") if t >= long0]
+        if not phone:
+            problems = _contrast_problems(page)
+            assert not problems, "\n  ".join(problems)
         # the URL holds the settings: back to a good plan, then open the link (warm cache)
-        d = _apply(page, {"model": "Qwen2.5-7B", "hardware": "H100-SXM", "context": "16384", "batch": "4"})
+        d = _apply(page, {"model": "Qwen2.5-7B", "hardware": "H100-SXM", "tp": "1", "weights": "", "kv": "",
+                          "context": "16384", "batch": "4"})
+        assert d["ldfState"] == "ok", page.inner_text(".ldf-planner-error")
         changes.append(float(d["ldfMs"]))
-        table, url = page.inner_text(".ldf-planner-table"), page.url
+        python.append(float(d["ldfPyMs"]))
+        waits.append(float(d["ldfWaitMs"]))
+        table, url = page.evaluate("() => document.querySelector('.ldf-planner-table').textContent"), page.url
         assert "context=16384" in url and "model=Qwen2.5-7B" in url, url
-        t = time.perf_counter()
         page.goto(url, wait_until="load", timeout=TIMEOUT_MS)
         _wait_ready(page)
         warm_s = float(page.evaluate("() => document.querySelector('.ldf-planner').dataset.ldfReady")) / 1e3
         page.wait_for_function("() => { const d = document.querySelector('.ldf-planner').dataset; return d.ldfChart === d.ldfRuns; }")
-        assert page.inner_text(".ldf-planner-table") == table
+        assert page.evaluate("() => document.querySelector('.ldf-planner-table').textContent") == table
         _check(page, tmp_path)
         # reads at a phone's width: the page itself never scrolls sideways
         overflow = page.evaluate("w => document.scrollingElement.scrollWidth - w", width)
         assert overflow <= 1, f"the page scrolls sideways by {overflow} px at {width} px"
         if os.environ.get("LDF_SCREENSHOTS") == "1":   # full page: 1-3 CPU-s, on request as every page's
             (ARTIFACTS / "screenshots").mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "screenshots" / f"planner.{edition}.{width}.png"), full_page=True)
+            for mode in ("light", "dark"):
+                _theme(page, mode)
+                page.screenshot(path=str(ARTIFACTS / "screenshots" / f"planner.{edition}.{width}.{mode}.png"), full_page=True)
         busy = _busy()
-        FIGURES.append(f"{rel} at {width} px: {weight_mb:.2f} MB transferred (gzip), interactive {cold_s:.1f} s cold "
-                       f"({cpu_s:.1f} CPU-s of the browser's processes), "
-                       f"{warm_s:.1f} s warm; changes {', '.join(f'{c:.0f}' for c in changes)} ms "
-                       f"(median {statistics.median(changes):.0f}); load average {os.getloadavg()[0]:.1f}"
-                       f"{f' (busy: limits x {_share():.1f})' if busy else ''}")
+        FIGURES.append(f"{rel} at {width} px: {weight_mb:.2f} MB sent (gzip; {size_mb:.1f} MB said before the "
+                       f"download), interactive {cold_s:.1f} s cold ({cpu_s:.1f} CPU-s of the browser's processes), "
+                       f"{warm_s:.1f} s warm; changes {', '.join(f'{c:.0f}' for c in changes)} ms, of which the command's "
+                       f"Python {', '.join(f'{p:.0f}' for p in python)} ms, waited for a run begun before "
+                       f"{', '.join(f'{w:.0f}' for w in waits)} ms "
+                       f"(median {statistics.median(changes):.0f}); longest main-thread task while changing "
+                       f"{max(longs, default=0):.0f} ms; load average {os.getloadavg()[0]:.1f}"
+                       f"{f' (busy: limits x {_share():.1f})' if busy else ''}; test {time.perf_counter() - t_test:.0f} s")
         assert not tab.external, f"requests to other hosts: {tab.external}"
         assert not tab.errors, f"console errors: {tab.errors}"
         assert weight_mb <= MAX_MB_GZIP, f"{weight_mb:.2f} MB transferred > {MAX_MB_GZIP} MB"
         k = _share()
         assert cold_s <= MAX_COLD_S * k, f"interactive after {cold_s:.1f} s cold (load {k:.1f} per core)"
-        assert max(changes) < MAX_CHANGE_MS * k, f"changes took {changes} ms (load {k:.1f} per core)"
+        # a change: the command's Python (in the worker) and the page's own work, < 200 ms.  Not
+        # counted, and reported: the wait for a run the worker began before the change (a run
+        # cannot be cut short), and a plan whose Python alone takes longer (the core's first
+        # plan of DeepSeek-V3 at a new layout walks its 45,000 tensors: about 1 s in CPython);
+        # the page's own share must still be < 200 ms
+        own = [c - w for c, w in zip(changes, waits)]
+        slow = [(c, p) for c, p in zip(own, python) if c >= MAX_CHANGE_MS * k and p < MAX_CHANGE_MS * k]
+        assert not slow, f"changes took {changes} ms, waited {waits}, Python {python} (load {k:.1f} per core)"
+        assert max(c - p for c, p in zip(own, python)) < MAX_CHANGE_MS * k, (changes, waits, python)
+        assert max(longs, default=0) < MAX_CHANGE_MS * k, f"main-thread tasks of {longs} ms while changing"
     finally:
         tab.close()
 
@@ -530,7 +828,7 @@ def test_planner_without_python_says_so(browser, server):
     run the planner and shows the command for its settings; no console error."""
     for how in ("file", "no-pyodide"):
         base = SITE.resolve().as_uri() if how == "file" else server
-        tab = Tab(browser, base, 1280)
+        tab = Tab(browser, base, 1280, route=how == "file")
         try:
             if how == "no-pyodide":   # what ldf_planner writes when web/dist/_vendor/pyodide is absent
                 def strip(route):

@@ -205,9 +205,12 @@ def test_appendix_numbers():
     tp = [e[i] for i in ("gptfast-llama2-7b-tp8", "gptfast-llama2-70b-tp2", "gptfast-llama2-70b-tp8",
                          "gptfast-llama31-70b-tp8")]
     assert (round(100 * min(tp)), round(100 * max(tp))) == (27, 72)
+    # issue 45: kernels and links tuned for their chip, measured rows only (the NCCL rates and the NIC's
+    # 98 % are stated expectations, kept out of the range): 61-90 %
     tuned = [r.efficiency for r in ok if r.chapter in ("04", "06", "07") and not r.id.startswith("gptfast")
-             and r.id not in ("deepgemm-64x2112x7168", "fa2-h100-fwd-bwd", "fa2-gpt3-2.7b-8k-no-flash")]
-    assert (round(100 * min(tuned)), round(100 * max(tuned))) == (61, 98)
+             and r.id not in ("deepgemm-64x2112x7168", "fa2-h100-fwd-bwd", "fa2-gpt3-2.7b-8k-no-flash")
+             and r.is_measured]
+    assert (round(100 * min(tuned)), round(100 * max(tuned))) == (61, 90)
     moe_tp = [e[f"gptfast-mixtral-bf16-tp{n}"] for n in (2, 4, 8)]
     assert (round(100 * min(moe_tp)), round(100 * max(moe_tp))) == (36, 60)
     # exercise 1: INT4 bounds for group 32 and 128
@@ -247,3 +250,18 @@ def test_nvls_all_reduce_row_against_the_in_switch_bound():
     with pytest.raises(ValueError, match="algorithm='nvls' is not allowed for op='all_gather'"):
         ldf.collective_time("all_gather", 1000, 8, algorithm="nvls")
 
+
+
+def test_evidence_column_keeps_expectations_apart():
+    """Every row says whether it is a published run or a stated expectation (issue 45): the three
+    NCCL/NIC figures of nccl-tests issues #212 and #267 are a maintainer's and NVIDIA's statements
+    ("you should reach a peak busBw of ~480GB/s"), not logs; everything else is a published run."""
+    assert set(P.EVIDENCE) == {"measured", "stated"}
+    stated = {r.id for r in ROWS if r.evidence == "stated"}
+    assert stated == {"nccl-allreduce-ring-h100x8", "nccl-allreduce-nvls-h100x8", "nccl-ib-ndr-per-nic"}
+    assert all(r.is_measured == (r.evidence == "measured") for r in ROWS)
+    assert all("issues/2" in r.source for r in ROWS if r.id in stated)
+    assert list(ldf.published_table(ROWS)["evidence"]) == [r.evidence for r in ROWS]
+    bad = dict(P._read_rows()[0], evidence="guessed")
+    with pytest.raises(ValueError, match="evidence='guessed' is not allowed; allowed: measured, stated"):
+        P._check_row(bad)

@@ -196,3 +196,59 @@ def test_citations_of_one_author_and_year_are_told_apart():
     shared = {t: ids for t, ids in texts.items() if len(ids) > 1}
     assert texts, "no citation found"
     assert not shared, f"one citation text for several works: {shared}"
+
+
+def _ldf_i18n():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import ldf_i18n
+
+    return ldf_i18n
+
+
+def test_a_translated_source_reads_in_its_language():
+    """``translate_markdown`` (the 简体中文 download's markdown): a heading, a wrapped paragraph, a
+    list item and a dropdown's body and title replaced by their translations (the catalogs'
+    msgids: the source's lines joined by spaces); math, code and untranslated text kept."""
+    tr = {"1. The map": "1\\. 地图", "A line and its end.": "一行和它的结尾。", "Solution": "解答",
+          "Bytes: $2 \\times 70$ GB.": "字节：$2 \\times 70$ GB。", "Why? Say `x`.": "为什么？说 `x`。"}.get
+    src = ("## 1. The map\n\nA line\nand its end.\n\n$$x = 1$$\n\n```python\nA line\n```\n\n"
+           "1. Why? Say\n   `x`.\n\n:::{dropdown} Solution\nBytes: $2 \\times 70$\nGB.\n:::\n\nKept as is.")
+    out = _ldf_i18n().translate_markdown(src, tr)
+    assert out == ("## 1\\. 地图\n\n一行和它的结尾。\n\n$$x = 1$$\n\n```python\nA line\n```\n\n"
+                   "1. 为什么？说 `x`。\n\n:::{dropdown} 解答\n字节：$2 \\times 70$ GB。\n:::\n\nKept as is."), out
+
+
+def test_the_chinese_edition_speaks_chinese_in_its_buttons_and_downloads():
+    """简体中文 pages: the themes' tooltips, labels and the search box in Chinese (none of the
+    English strings the themes leave untranslated); the download button gives the page's
+    notebook translated (its first heading as the page shows it); Colab and Binder say they
+    open the English notebook of the repository."""
+    site = _site()
+    zh = [p for p in pages(site / "zh_CN")] if (site / "zh_CN").is_dir() else []
+    if not zh:
+        pytest.skip("no 简体中文 edition")
+    english = {"Toggle primary sidebar", "Toggle secondary sidebar", "Color mode", "System Settings", "Light",
+               "Dark", "Launch interactive content", "Launch on Binder", "Launch on Colab", "Search this book...",
+               "Link to this heading"}
+    left = {}
+    for p in zh:
+        text = p.read_text(encoding="utf-8")
+        for m in re.findall(r'(?:title|aria-label|data-bs-title|placeholder)="([^"]*)"', text):
+            if m in english:
+                left.setdefault(m, []).append(p.relative_to(site).as_posix())
+        assert "Generated-By" not in text, f"{p}: a catalog's header shows on the page (gettext of '')"
+    assert not left, {k: v[:2] for k, v in left.items()}
+    import json
+
+    chapter = site / "zh_CN" / "notebooks" / "05_prefill_decode_roofline.html"
+    soup = bs4.BeautifulSoup(chapter.read_text(encoding="utf-8"), "html.parser")
+    href = soup.select_one("a.btn-download-source-button")["href"]
+    nb = json.loads((chapter.parent / href).read_text(encoding="utf-8"))
+    first = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    title = soup.select_one("article h1").get_text().replace("#", "").strip()
+    assert title in first and re.search(r"[\u4e00-\u9fff]", first), (title, first[:120])
+    for a in soup.select("a.dropdown-item"):
+        if "colab" in a.get("href", "") or "mybinder" in a.get("href", ""):
+            assert "英文" in a.get("title", ""), a.get("title")

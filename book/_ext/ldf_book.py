@@ -171,6 +171,7 @@ def setup(app):
     app.setup_extension("ldf_cite")
     app.setup_extension("ldf_i18n")
     app.setup_extension("ldf_planner")   # the web planner page (book/planner.md)
+    app.setup_extension("ldf_search")    # search ranked by title, headings and term frequency
     app.add_css_file("ldf.css")
     app.add_js_file("ldf.js")
     app.connect("config-inited", _config_inited, priority=400)

@@ -17,6 +17,15 @@ This extension adds what Sphinx's i18n does not cover here:
   beside the theme's buttons, so it shows at phone width too) linking to the same page in the
   other edition by a relative URL, which works offline and from ``file://``; plus
   ``<link rel="alternate" hreflang>`` for search engines.
+* **The themes' own words** in the edition's language: header tooltips and the search box's
+  placeholder (``_theme_wording``, ``_search_box_wording``; ``templates/toggle-*-sidebar.html``
+  put the sidebar buttons' tooltips through ``_()``), all from ``locale/<language>/LC_MESSAGES/
+  sphinx.po``, which Sphinx compiles and reads before its own catalog.
+* **The download button gives the page in its edition's language**: at the end of a translated
+  build each page's ``_sources/`` copy (the notebook or the markdown the button downloads) is
+  translated through the page's catalog (``translate_markdown``, ``translated_notebook``).
+  Colab and Binder open notebooks from the repository, which holds the English ones: their
+  tooltips say so (``sphinx.po``).
 * The tag ``lang_<language>`` (``lang_zh_CN``): an ``{only} lang_zh_CN`` block shows in that
   edition only (the gettext builder sets it too, so the block's text is extracted for translation).
 """
@@ -102,18 +111,150 @@ THEME_WORDING = {"zh_CN": {"列印成 PDF": "打印为 PDF"}}
 
 
 def _theme_wording(app, pagename, templatename, context, doctree) -> None:
-    """Replace the theme's Traditional wording in the header buttons' tooltips and labels."""
-    fixes = THEME_WORDING.get(edition(app.config.language), {})
+    """The header buttons' tooltips and labels in the edition's language: the themes' Traditional
+    wording replaced, and the strings the themes leave in English (sphinx-book-theme's "Launch on
+    Colab", "Launch interactive content") read through the book's own ``sphinx.po``
+    (``locale/<language>/LC_MESSAGES/``, which Sphinx merges into its translator)."""
+    lang = edition(app.config.language)
+    if lang == "en":
+        return
+    fixes = THEME_WORDING.get(lang, {})
+    gettext = app.translator.gettext
 
     def fix(buttons):
         for b in buttons or []:
             for key in ("tooltip", "label", "text"):
-                if isinstance(b.get(key), str) and b[key] in fixes:
-                    b[key] = fixes[b[key]]
+                if isinstance(b.get(key), str) and b[key].strip():   # gettext("") is the catalog's header
+                    b[key] = fixes.get(b[key], gettext(b[key]))
             fix(b.get("buttons"))
 
-    if fixes:
-        fix(context.get("header_buttons"))
+    fix(context.get("header_buttons"))
+
+
+def _search_box_wording(app, config) -> None:
+    """The search box's placeholder (Jupyter Book's literal "Search this book...") in the edition's
+    language, through the same catalog."""
+    if edition(config.language) == "en":
+        return
+    theme = dict(config.html_theme_options or {})
+    text = theme.get("search_bar_text")
+    if isinstance(text, str) and text.strip():
+        theme["search_bar_text"] = app.translator.gettext(text)
+        config.html_theme_options = theme
+
+
+# Directives whose body is prose (translated like the text around them) when a source is
+# translated for download; any other fence (code, math, a glossary) is kept as written.
+PROSE_FENCES = ("dropdown", "note", "tip", "warning", "important", "admonition", "margin", "seealso")
+
+
+def _markdown_parser():
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.colon_fence import colon_fence_plugin
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    return MarkdownIt("commonmark").enable("table").use(colon_fence_plugin).use(dollarmath_plugin)
+
+
+def translate_markdown(text: str, gettext, _md=None) -> str:
+    """``text`` (MyST markdown) with each paragraph, heading, list item and table cell replaced
+    by its translation, looked up as Sphinx extracts it (the source with its line breaks as
+    spaces: the catalogs' ``msgid``); a block without a translation, code, math and any fence
+    that is not prose (:data:`PROSE_FENCES`) stay as written.  A translated block is one line,
+    after the original's list marker, indentation or ``#`` marks.
+
+    (``tests/test_site.py::test_a_translated_source_reads_in_its_language`` checks it.)
+    """
+    md = _md or _markdown_parser()
+    lines = text.split("\n")
+    tokens = md.parse(text)
+    out: dict[int, str | None] = {}
+
+    def tr(msgid: str) -> str:
+        got = gettext(msgid) if msgid.strip() else None
+        return got if isinstance(got, str) and got else msgid
+
+    for i, tok in enumerate(tokens):
+        prev = tokens[i - 1].type if i else ""
+        if tok.type == "inline" and tok.map and prev in ("paragraph_open", "heading_open"):
+            msgid = tok.content.replace("\n", " ").strip()
+            new = tr(msgid)
+            a, b = tok.map
+            head = tok.content.split("\n")[0]
+            k = lines[a].find(head) if head else -1
+            if new == msgid or k < 0 or a in out:
+                continue
+            out[a] = lines[a][:k] + new
+            for j in range(a + 1, b):
+                out[j] = None
+        elif tok.type == "inline" and prev in ("th_open", "td_open") and tok.content.strip():
+            row = next((t.map for t in reversed(tokens[:i]) if t.type == "tr_open" and t.map), None)
+            new = tr(tok.content.strip())
+            if row and new != tok.content.strip():
+                a = row[0]
+                out[a] = (out.get(a) or lines[a]).replace(tok.content.strip(), new, 1)
+        elif tok.type == "colon_fence" and tok.map and tok.info.strip("{} ").split("}")[0] in PROSE_FENCES:
+            a, b = tok.map
+            name, _, title = tok.info.partition("}")
+            if title.strip():
+                out[a] = lines[a].replace(title.strip(), tr(title.strip()), 1)
+            body = translate_markdown(tok.content.rstrip("\n"), gettext, md)
+            inner = list(range(a + 1, b - 1))
+            if inner:
+                out[inner[0]] = body
+                for j in inner[1:]:
+                    out[j] = None
+    return "\n".join(out.get(j, line) for j, line in enumerate(lines) if out.get(j, line) is not None)
+
+
+def translated_notebook(nb: dict, gettext) -> dict:
+    """A copy of the notebook ``nb`` (nbformat JSON) for a translated edition: its markdown cells
+    through :func:`translate_markdown`, each figure's alt text (``mystnb.image.alt``) and each
+    calculator's labels (:func:`llm_dataflow.live.translate_card`) through ``gettext``; code
+    and every other output unchanged."""
+    import copy
+
+    from llm_dataflow.live import translate_card
+
+    out, md = copy.deepcopy(nb), _markdown_parser()
+    for cell in out.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            cell["source"] = translate_markdown(src, gettext, md).splitlines(keepends=True)
+        image = cell.get("metadata", {}).get("mystnb", {}).get("image", {})
+        if isinstance(image.get("alt"), str) and image["alt"]:
+            image["alt"] = gettext(image["alt"]) or image["alt"]
+        for o in cell.get("outputs", []):
+            html = o.get("data", {}).get("text/html")
+            if html is not None and "ldf-calc-card" in "".join(html):
+                o["data"]["text/html"] = translate_card("".join(html), gettext).splitlines(keepends=True)
+    return out
+
+
+def _translated_sources(app, exception) -> None:
+    """Translated editions: the page's downloadable source (``_sources/<page>.ipynb`` or ``.md``,
+    what the download button gives) in the edition's language, so a reader of the Chinese page
+    downloads the Chinese notebook."""
+    lang = edition(app.config.language)
+    if exception is not None or lang == "en" or app.builder.format != "html":
+        return
+    import json
+
+    dirs = [str(Path(app.srcdir) / d) for d in app.config.locale_dirs]
+    for docname in sorted(app.env.found_docs):
+        src = Path(app.env.doc2path(docname))
+        target = Path(app.outdir) / "_sources" / (docname + src.suffix)
+        if src.suffix not in (".ipynb", ".md") or not target.is_file():
+            continue
+        catalog, has = init_locale(dirs, app.config.language, docname_to_domain(docname, app.config.gettext_compact))
+        if not has:
+            continue
+        if src.suffix == ".ipynb":
+            nb = json.loads(src.read_text(encoding="utf-8"))
+            target.write_text(json.dumps(translated_notebook(nb, catalog.gettext), ensure_ascii=False, indent=1) + "\n",
+                              encoding="utf-8")
+        else:
+            target.write_text(translate_markdown(src.read_text(encoding="utf-8"), catalog.gettext), encoding="utf-8")
 
 
 def _is_calculator(node) -> bool:
@@ -170,9 +311,11 @@ class TranslateCards(SphinxTransform):
 
 def setup(app):
     app.connect("config-inited", _config_inited, priority=450)
+    app.connect("config-inited", _search_box_wording, priority=900)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
     app.connect("html-page-context", _theme_wording, priority=900)   # after the theme's buttons (501)
+    app.connect("build-finished", _translated_sources)
     app.add_post_transform(ExtractOutputMessages)
     app.add_transform(TranslateCards)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -13,9 +13,15 @@ message on the page is the CLI's by construction.
   the HTML writer gathers the (translated) labels into the page's JSON spec.
 * Only this page loads the planner's script and stylesheet (``_planner/planner.js`` and
   ``planner.css``, added in ``html-page-context`` for a page holding the directive; they are not
-  under ``_static/``, whose files every page loads) and, through that script, Pyodide from
-  ``_vendor/pyodide/`` (``tools/build_book.sh`` copies it there from the npm package pinned in
+  under ``_static/``, whose files every page loads) and, through that script, a Web Worker
+  (``_planner/planner-worker.js``) that runs Pyodide from ``_vendor/pyodide/`` off the page's main
+  thread (``tools/build_book.sh`` copies it there from the npm package pinned in
   ``web/package.json``; ``book/_ext/ldf_book.py`` serves ``web/dist`` at the site root).
+* The form groups the options (:data:`GROUPS`: model, GPU and layout, workload, formats first;
+  the engine's settings and the output folded; an option no group names joins the engine's), and
+  each field shows its default (the value the last plan used, :data:`RESOLVED`) and the option's
+  ``--help`` text.  The page says how many bytes it downloads before it starts
+  (:func:`download_sizes`) and counts them as they arrive.
 * Without ``web/dist/_vendor/pyodide/`` (a build without npm) the page says that this build
   cannot run the planner and shows the CLI command for the settings.
 
@@ -41,6 +47,28 @@ SITE_DIR = "_planner"                     # at the site root: the script, styles
 CORE_ZIP = "llm_dataflow_core.zip"
 PYODIDE_DIR = "web/dist/_vendor/pyodide"  # relative to the book root (tools/build_book.sh fills it)
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+PYODIDE_MODULES = ("pyodide.mjs", "pyodide.asm.mjs")   # loaded by import(), not by fetch()
+ASSET_FILES = ("planner.js", "planner-worker.js", "planner.css")
+# The form's groups, in order: (key, the options it holds, folded).  An option of the command
+# that no group names (a new one) joins the group marked "rest": the page follows the CLI.
+GROUPS = (
+    {"key": "model", "dests": ["model"]},
+    {"key": "gpu", "dests": ["hardware", "tp", "ep"]},
+    {"key": "workload", "dests": ["batch", "context", "prompt"]},
+    {"key": "formats", "dests": ["weights", "kv"]},
+    {"key": "engine", "dests": ["gpu_memory_utilization", "mem_fraction_static", "max_num_batched_tokens",
+                                "non_torch_gib"], "folded": True, "rest": True},
+    {"key": "output", "dests": ["json", "plot"], "folded": True},
+)
+# Where ``plan --json`` reports the value an option's default resolved to, when its key is not the
+# option's own name (``--prompt`` → ``prompt`` needs no entry): the field shows "default: <that>".
+RESOLVED = {
+    "kv": {"key": "kv_dtype"},
+    "non_torch_gib": {"key": "non_torch_bytes_per_gpu", "scale": 2**30, "digits": 2, "unit": "GiB"},
+    "mem_fraction_static": {"key": "memory_convention"},
+}
+# The table's rows shown first, in this order: the verdict, then the KV room.
+VERDICT_ROWS = ("memory", "KV room")
 # CLI options the page shows (they enter the command line it prints) but does not pass to its
 # own main(argv): --plot FILE saves a matplotlib figure, which the page draws itself (the chart).
 PAGE_SKIPS = ("plot",)
@@ -49,11 +77,13 @@ ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 
 
 def core_files(src: Path) -> list[tuple[Path, str]]:
-    """(file, name in the zip) of the package's ``__init__``, its ``core/`` subpackage (the
+    """(file, name in the zip) of the package's ``__init__`` and ``__main__``, its ``core/`` subpackage (the
     Python sources only, no caches) and the published measurements ``plan`` reads
     (``data/published_measurements.csv``)."""
     pkg = src / "llm_dataflow"
-    files = [(pkg / "__init__.py", "llm_dataflow/__init__.py")]
+    files = [(pkg / "__init__.py", "llm_dataflow/__init__.py"),
+             # the command's entry point: the page runs ``python -m llm_dataflow ARGV`` as a shell does
+             (pkg / "__main__.py", "llm_dataflow/__main__.py")]
     core = pkg / "core"
     if not core.is_dir():
         raise FileNotFoundError(f"{core}: no core subpackage (llm_dataflow.core) to zip")
@@ -206,29 +236,68 @@ def _relative(builder, docname: str, target: str) -> str:
     return "../" * docname.count("/") + target
 
 
+def download_sizes(confdir: Path) -> dict:
+    """What a first visit of the planner downloads before it can plan, in bytes as served
+    uncompressed (a web host's gzip sends less): ``{"files": {name: bytes}, "total", "moduleBytes"}``
+    (the Pyodide files, the core zip and the worker script; ``moduleBytes``: the part loaded by
+    ``import()``, which the worker cannot count as it streams).  Empty without Pyodide."""
+    files = {}
+    pyodide = confdir / PYODIDE_DIR
+    if all((pyodide / f).is_file() for f in PYODIDE_FILES):
+        files.update({f: (pyodide / f).stat().st_size for f in PYODIDE_FILES})
+    else:
+        return {"files": {}, "total": 0, "moduleBytes": 0}
+    import io
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for path, name in core_files(confdir / "src"):
+            info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, path.read_bytes())
+    files[CORE_ZIP] = len(buf.getvalue())
+    files["planner-worker.js"] = (ASSETS / "planner-worker.js").stat().st_size
+    return {"files": files, "total": sum(files.values()),
+            "moduleBytes": sum(files[f] for f in PYODIDE_MODULES)}
+
+
 def visit_planner_html(self, node):
     app = self.builder.app
     docname = self.builder.current_docname
     have_pyodide = bool(getattr(app, "ldf_offline", False)) and all(
         (Path(app.confdir) / PYODIDE_DIR / f).is_file() for f in PYODIDE_FILES)
+    labels = labels_of(node)
+    download = app.ldf_planner_download if have_pyodide else {"files": {}, "total": 0, "moduleBytes": 0}
     spec = {
         "options": app.ldf_planner_options,
         "presets": app.ldf_planner_presets,
-        "labels": labels_of(node),
+        "labels": labels,
+        "groups": list(GROUPS),
+        "resolved": RESOLVED,
+        "verdictRows": list(VERDICT_ROWS),
         "prog": "python -m llm_dataflow",
         "command": "plan",
         "pageSkips": list(PAGE_SKIPS),
         "pyodide": _relative(self.builder, docname, "_vendor/pyodide/") if have_pyodide else None,
         "pyodideVersion": app.ldf_pyodide_version,
+        "worker": _relative(self.builder, docname, f"{SITE_DIR}/planner-worker.js") if have_pyodide else None,
         "core": _relative(self.builder, docname, f"{SITE_DIR}/{CORE_ZIP}"),
+        "download": download,
         "language": app.config.language or "en",
     }
     data = json.dumps(spec, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
+    # said before anything is downloaded: how much the page will fetch to run the command
+    starting = labels.get("starting", "")
+    if download["total"]:
+        starting = starting.replace("{size}", f"{download['total'] / 1e6:.1f}")
+    else:
+        starting = labels.get("starting_nopyodide", starting).replace("{size}", "0")
     self.body.append(
         '<div class="ldf-planner" data-ldf-planner="1">'
         f'<script type="application/json" class="ldf-planner-spec">{data}</script>'
-        f'<p class="ldf-planner-status" role="status" aria-live="polite">{html.escape(spec["labels"].get("starting", ""))}</p>'
-        f'<noscript><p>{html.escape(spec["labels"].get("noscript", ""))} '
+        f'<p class="ldf-planner-status" role="status" aria-live="polite" data-state="starting">{html.escape(starting)}</p>'
+        f'<noscript><p>{html.escape(labels.get("noscript", ""))} '
         '<code>python -m llm_dataflow plan --help</code></p></noscript>'
         '</div>')
     raise nodes.SkipNode
@@ -241,6 +310,7 @@ def _skip(self, node):
 def _builder_inited(app) -> None:
     app.ldf_planner_options = cli_options(Path(app.confdir) / "src")
     app.ldf_planner_presets = presets(Path(app.confdir) / "src")
+    app.ldf_planner_download = download_sizes(Path(app.confdir))
     try:
         app.ldf_pyodide_version = json.loads((Path(app.confdir) / "web" / "package.json").read_text())[
             "dependencies"]["pyodide"]
@@ -257,12 +327,12 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
 
 
 def _build_finished(app, exception) -> None:
-    """Copy the planner's script and stylesheet and write the core zip into ``_planner/``."""
+    """Copy the planner's script, worker and stylesheet and write the core zip into ``_planner/``."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir) / SITE_DIR
     out.mkdir(parents=True, exist_ok=True)
-    for f in ("planner.js", "planner.css"):
+    for f in ASSET_FILES:
         shutil.copyfile(ASSETS / f, out / f)
     write_core_zip(out / CORE_ZIP, Path(app.confdir) / "src")
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from .core.hardware import HardwareSpec, arithmetic_intensity, hardware, ridge_point
-from .core.units import check_dtype, dtype_bits, require_positive
+from .core.units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_positive
 
 __all__ = ["GemmTraffic", "tiled_matmul", "gemm_traffic", "gemm_tile_report", "TORCH_DTYPE_NAMES",
            "ACCUMULATOR_BYTES"]
@@ -133,6 +133,19 @@ class GemmTraffic:
     def compulsory_intensity(self) -> float:
         """FLOP per compulsory byte (each matrix once): the intensity with perfect caching."""
         return arithmetic_intensity(self.flops, self.compulsory_bytes)
+
+    def bandwidth_at(self, flops_per_s: float) -> float:
+        """B/s of global-memory traffic (tile loads + Y stores, :attr:`global_bytes`) this GEMM needs
+        to run at ``flops_per_s``: ``global_bytes × flops_per_s / flops``.  Every tile load is a
+        request that L2 (or, on a miss, HBM behind it) must serve, so this is the L2 → SM bandwidth
+        the tiles need, whatever L2 saves HBM.  4096³ BF16 with 128 × 128 tiles at the H100's
+        989.4 TFLOP/s: 2.18 GB × 989.4e12 / 137.4e9 ≈ 15.7 TB/s.
+
+        Raises:
+            ValueError: ``flops_per_s`` not a positive number.
+        """
+        require_positive("flops_per_s", flops_per_s, integer=False)
+        return self.global_bytes * flops_per_s / self.flops
 
     @property
     def stage_bytes(self) -> float:
@@ -270,7 +283,11 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
 
     Two intensities bracket what the DRAM sees: ``tile`` counts every tile load as a DRAM read
     (no L2 reuse between tiles), ``compulsory`` counts each matrix once (perfect L2 reuse).  Real
-    kernels land in between; Nsight Compute's ``dram__bytes_read.sum`` tells you where.
+    kernels land in between; Nsight Compute's ``dram__bytes_read.sum`` tells you where.  The
+    perfect-L2 verdict is HBM's side only: L2 is not free bandwidth, it must still serve every tile
+    load to the SMs.  The report gives that side as the L2 → SM bandwidth the tile loads need at the
+    ``dtype`` peak (:meth:`GemmTraffic.bandwidth_at`; 15.7 TB/s for 4096³ BF16 with 128 × 128 tiles
+    on an H100), to set beside an L2 bandwidth NVIDIA does not publish (``ledger.memory_tiers``).
 
     Capacity checks (one output tile per SM):
 
@@ -292,9 +309,12 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
         stages: pipeline depth of the input tiles in shared memory (integer ≥ 1).
 
     Returns:
-        ``{name: value}`` (the same names whatever the arguments) — FLOP, global bytes (tile
+        ``{name: value}`` (the same names whatever the arguments; FLOP and bytes as display strings
+        in SI units, decimal GB for global memory, KiB for on-chip sizes — the exact integers are
+        :func:`gemm_traffic`'s) — FLOP, global bytes (tile
         loads + stores), compulsory bytes, the two intensities (FLOP/B), reuse per loaded byte,
-        the ridge point (FLOP/B), the verdict for each intensity; input bytes per stage, the
+        the ridge point (FLOP/B), the verdict for each intensity (the perfect-L2 one for HBM's side
+        only), the tile loads' bandwidth from L2 at the peak (TB/s); input bytes per stage, the
         pipeline stages, the shared memory they need, whether they fit and the most stages that
         fit; accumulator bytes, where it lives, its share of that storage and whether it fits.
 
@@ -325,21 +345,23 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
         home, cap = "registers", spec.registers_per_sm_bytes
         acc_fits = t.accumulator_bytes < cap          # operands, addresses and indices need registers too
     return {
-        "FLOP": t.flops,
-        "global bytes (tile loads + Y stores)": int(t.global_bytes),
-        "compulsory bytes (each matrix once)": int(t.compulsory_bytes),
+        "FLOP": fmt_si(t.flops, "FLOP"),
+        "global bytes (tile loads + Y stores)": fmt_bytes(t.global_bytes),
+        "compulsory bytes (each matrix once)": fmt_bytes(t.compulsory_bytes),
         "reuse (uses per loaded byte)": round(t.reuse, 2),
         "intensity, no L2 reuse (FLOP/B)": round(t.arithmetic_intensity, 1),
         "intensity, perfect L2 (FLOP/B)": round(t.compulsory_intensity, 1),
         "ridge point (FLOP/B)": round(ridge, 1) if ridge is not None else "n/a",
         "verdict, no L2 reuse": verdict(t.arithmetic_intensity),
-        "verdict, perfect L2": verdict(t.compulsory_intensity),
-        "input tiles per stage (bytes)": int(t.stage_bytes),
+        "verdict, perfect L2 (HBM side only)": verdict(t.compulsory_intensity),
+        "tile loads from L2 at the peak (TB/s)": (round(t.bandwidth_at(spec.peak_flops[dtype]) / 1e12, 1)
+                                                  if ridge is not None else "n/a"),
+        "input tiles per stage": fmt_bytes(t.stage_bytes, binary=True),
         "pipeline stages": stages,
-        "shared memory, stages × input tiles (bytes)": int(smem),
+        "shared memory, stages × input tiles": fmt_bytes(smem, binary=True),
         "stages fit shared memory per SM": "yes" if smem <= spec.smem_per_sm_bytes else "no",
         "most stages that fit": int(spec.smem_per_sm_bytes // t.stage_bytes),
-        "fp32 accumulator (bytes)": t.accumulator_bytes,
+        "fp32 accumulator": fmt_bytes(t.accumulator_bytes, binary=True),
         "accumulator lives in": home,
         "accumulator share of that storage": f"{t.accumulator_bytes / cap:.0%}",
         "accumulator fits": "yes" if acc_fits else "no",

@@ -42,8 +42,8 @@ from .linear_kernels import linear
 from .model import Decoder, apply_rope, check_supported, rms_norm, route
 from .core.units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
-__all__ = ["op_ledger", "analytic_op_costs", "attention_traffic", "ledger_totals", "layer_costs", "op_regions",
-           "matmul_ridge_tokens", "PHASES", "ATTENTION_KERNELS", "MATMUL_OPS"]
+__all__ = ["op_ledger", "analytic_op_costs", "attention_traffic", "ledger_totals", "ledger_view", "layer_costs",
+           "op_regions", "matmul_ridge_tokens", "PHASES", "ATTENTION_KERNELS", "MATMUL_OPS"]
 
 PHASES = ("prefill", "decode")
 
@@ -431,6 +431,30 @@ def ledger_totals(frame) -> dict:
             "top_flops": frame.loc[frame["flops_analytic"].idxmax(), "op"]}
 
 
+def ledger_view(frame):
+    """The ledger of :func:`op_ledger` as chapter 03 shows it: one row per operator (indexed by
+    ``op``), its kind, FLOPs counted and by formula in SI units (``"268 MFLOP"``; ``"0"`` where the
+    counter sees none), the modelled bytes in decimal units (``"5.24 MB"``) and the intensity
+    (FLOP/B, two decimals).  The exact integers stay in ``frame``; tests compare those.
+
+    Raises:
+        ValueError: ``frame`` lacks a column of :func:`op_ledger`'s.
+    """
+    import pandas as pd
+
+    need = ("op", "kind", "flops_counted", "flops_analytic", "bytes", "intensity")
+    missing = [c for c in need if c not in getattr(frame, "columns", ())]
+    if missing:
+        raise ValueError(f"frame lacks the columns {missing}; give a frame of op_ledger")
+    fl = lambda v: fmt_si(v, "FLOP") if v else "0"   # noqa: E731
+    return pd.DataFrame({"kind": list(frame["kind"]),
+                         "FLOPs (counted)": [fl(v) for v in frame["flops_counted"]],
+                         "FLOPs (formula)": [fl(v) for v in frame["flops_analytic"]],
+                         "bytes (modelled)": [fmt_bytes(v) for v in frame["bytes"]],
+                         "FLOP/B (modelled)": [round(float(v), 2) for v in frame["intensity"]]},
+                        index=pd.Index(list(frame["op"]), name="op"))
+
+
 def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1, tokens: int = 1024,
                 dtype: str = "bf16") -> dict:
     """Analytic (*modelled*) FLOPs and bytes of one layer of a preset, for the chapter's calculator.
@@ -442,7 +466,9 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
     :func:`~llm_dataflow.core.accounting.expected_experts_hit` experts read (uniform routing, as
     ``weight_bytes_read`` assumes).  Returns display strings and numbers: FLOPs, bytes, arithmetic
     intensity (FLOP/B), the share of bytes that are weights, and the operators with most bytes
-    and most FLOPs (from :func:`analytic_op_costs`).
+    and most FLOPs (from :func:`analytic_op_costs`).  The first two rows say what ``tokens`` meant:
+    ``T`` (new tokens per row: the prompt in prefill, 1 in decode) and ``C`` (tokens already in the
+    cache: 0 in prefill, ``tokens`` in decode), the letters of ``book/notation.md``.
 
     Raises:
         ValueError: unknown preset, phase or dtype, an unsupported architecture (MLA, GeGLU, …),
@@ -460,7 +486,8 @@ def layer_costs(model: str = "Llama-3-8B", phase: str = "decode", batch: int = 1
     hit = (expected_experts_hit(cfg.n_routed_experts, cfg.n_experts_per_token, batch * seq) / cfg.n_routed_experts
            if cfg.is_moe_layer(layer) else 1.0)  # share of routed experts read (uniform routing)
     w = sum(t.numel * (hit if t.expert is not None else 1.0) for t in tensor_specs(cfg) if t.layer == layer) * e
-    return {"FLOPs per layer": fmt_si(fl, "FLOP"), "bytes per layer": fmt_bytes(by),
+    return {"T (new tokens per row)": seq, "C (tokens already cached)": ctx,
+            "FLOPs per layer": fmt_si(fl, "FLOP"), "bytes per layer": fmt_bytes(by),
             "intensity (FLOP/B)": round(fl / by, 2), "weight share of bytes": f"{100 * min(w, by) / by:.1f} %",
             "most bytes": max(c, key=lambda k: c[k][1]), "most FLOPs": max(c, key=lambda k: c[k][0])}
 

@@ -449,11 +449,21 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
       ``pp_link`` (default: ``link``);
     * a step crosses all ``pp`` stages one after another.
 
+    Overlap needs independent work: an all-reduce sits between two dependent matmuls of the same
+    tokens, so only a second micro-batch's compute can run beside it (the batch split in two, one
+    half computing while the other communicates).  At ``batch = 1`` there is no second
+    micro-batch, and the communication adds to the step: ``step, nothing overlapped`` is then
+    the step's bound.  ``comm / compute < 1`` is the condition for such overlap to be possible
+    at all, not a promise that an engine does it.
+
     Returns:
         dict: ``GPUs``, ``weights per GPU (GB)``, the memory-fit verdict
         (:func:`~llm_dataflow.core.fit.memory_fit`), ``all-reduce message (bytes)``, compute /
-        TP / PP / total communication time per step and per token (s), ``comm / compute`` and a
-        ``verdict`` on whether the communication could hide behind compute.
+        TP / PP / total communication time per step and per token (s), ``comm / compute``,
+        ``step, nothing overlapped (s)`` (compute + communication) and a ``verdict``: ``"no
+        communication"``, ``"adds to the step: at batch 1 ..."``, ``"could hide behind another
+        micro-batch's compute"`` (``batch > 1`` and ``comm / compute < 1``) or
+        ``"communication-bound"``.
 
     Raises:
         ValueError: unknown preset, a layout :func:`~llm_dataflow.core.parallel.check_parallel`
@@ -479,8 +489,11 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
     t_pp = (pp - 1) * p2p_time(msg, pp_link or link) if pp > 1 else 0.0
     comm = t_tp + t_pp
     ratio = comm / compute
+    # Each all-reduce waits for the matmul before it and the next matmul waits for it, so only
+    # another micro-batch's compute can overlap it: at batch 1 there is none, and it adds.
     verdict = ("no communication" if comm == 0 else
-               "hides behind compute if overlapped" if ratio < 1 else "communication-bound")
+               "adds to the step: at batch 1 no second micro-batch can overlap it" if batch == 1 else
+               "could hide behind another micro-batch's compute" if ratio < 1 else "communication-bound")
     return {
         "GPUs": n_gpu,
         "weights per GPU (GB)": fit.weights / GB,
@@ -493,6 +506,7 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
         "compute per token (s)": compute / batch,
         "communication per token (s)": comm / batch,
         "comm / compute": ratio,
+        "step, nothing overlapped (s)": compute + comm,
         "verdict": verdict,
     }
 

@@ -45,6 +45,11 @@ Columns of the CSV (one row per published number):
 ``params``      ``key=value;…`` settings the bound needs (GEMM shape, dtype, link, …)
 ``source``      URL or arXiv id with table / figure / section
 ``notes``       the setting in the book's words
+``evidence``    ``measured``: a published run (a README's or paper's table, a log, a result file,
+                a service's published averages); ``stated``: a maintainer's or vendor's stated
+                expectation ("you should reach ~480 GB/s", nccl-tests issue #212) with no
+                published run behind it.  Ranges of what systems *reach* use measured rows only
+                (:data:`EVIDENCE`)
 ==============  ==========================================================================
 
 Units: s, B/s, FLOP/s; GB = 1e9 B.
@@ -65,7 +70,7 @@ from .core.units import dtype_bytes, require_nonnegative, require_positive
 from .gemm import gemm_traffic
 
 __all__ = ["PublishedMeasurement", "published_measurements", "published_table", "BOUND_METHODS",
-           "CHAPTER_TOPICS", "KNOWN_MODEL_GAPS", "UNUSED_CANDIDATES", "aggregate_hardware",
+           "CHAPTER_TOPICS", "EVIDENCE", "KNOWN_MODEL_GAPS", "SYSTEM_KINDS", "KIND_EXCEPTIONS", "efficiency_range", "UNUSED_CANDIDATES", "aggregate_hardware",
            "to_si"]
 
 #: The chapter each row checks, by number, with a short topic name for tables and figures.
@@ -100,6 +105,11 @@ BOUND_METHODS: dict[str, str] = {
 _TIME_METHODS = ("decode", "serving", "prefill_tokens", "gemm", "all_to_all")
 _RATE_METHODS = ("hbm", "flops", "link")
 _KINDS = ("time", "bandwidth", "flops")
+#: The values of the ``evidence`` column, with what each means.
+EVIDENCE: dict[str, str] = {
+    "measured": "a published run: a table, a log, a result file or a service's published averages",
+    "stated": "a maintainer's or vendor's stated expectation, with no published run behind it",
+}
 
 #: Rows that beat their bound because the *package's* model is wrong for them, by id, with the
 #: reason.  The test keeps them out of the assertion (a named xfail) until the model is fixed.
@@ -150,7 +160,8 @@ class PublishedMeasurement:
         predicted_bound: the package's lower bound on the time (s) for ``kind == "time"``, or the
             peak rate (B/s or FLOP/s) for rates — computed from the setting.
         efficiency: ``predicted_bound / measured`` (time) or ``measured / predicted_bound``
-            (rates); 1.0 means the measurement sits on the roof.
+            (rates); 1.0 means the measurement sits on the roof.  For a ``stated`` row the
+            "measurement" is the stated expectation.
         binds: what sets the bound: ``"memory"``, ``"compute"``, ``"link"`` or ``"peak"``.
         known_gap: the :data:`KNOWN_MODEL_GAPS` reason when the package's model is known not to
             apply to this row, else ``""``.
@@ -178,11 +189,17 @@ class PublishedMeasurement:
     params: dict
     source: str
     notes: str
+    evidence: str
     topic: str
     predicted_bound: float
     efficiency: float
     binds: str
     known_gap: str = ""
+
+    @property
+    def is_measured(self) -> bool:
+        """True for a published run (``evidence == "measured"``), False for a stated expectation."""
+        return self.evidence == "measured"
 
     @property
     def beats_bound(self) -> bool:
@@ -389,6 +406,8 @@ def _check_row(r: dict) -> None:
         raise ValueError(f"{where}: chapter={r['chapter']!r} is not allowed; allowed: {', '.join(CHAPTER_TOPICS)}")
     if not r["source"].strip():
         raise ValueError(f"{where}: source is empty; every row needs one")
+    if r.get("evidence") not in EVIDENCE:
+        raise ValueError(f"{where}: evidence={r.get('evidence')!r} is not allowed; allowed: {', '.join(EVIDENCE)}")
 
 
 def published_measurements(chapter: str | None = None) -> list[PublishedMeasurement]:
@@ -425,7 +444,7 @@ def published_measurements(chapter: str | None = None) -> list[PublishedMeasurem
 
 def published_table(rows: list[PublishedMeasurement] | None = None):
     """A pandas DataFrame of the rows for display: id, topic, system, model, GPU × count,
-    precision, metric as published, measured, bound, efficiency, what binds.
+    precision, metric as published, measured, bound, efficiency, what binds, evidence.
 
     Measured and bound are shown in the row's unit family (ms or µs per token/step, GB/s,
     TFLOP/s), formatted as strings; ``efficiency`` stays a float (3 decimals).
@@ -446,4 +465,60 @@ def published_table(rows: list[PublishedMeasurement] | None = None):
         "GPUs": f"{m.n_gpus}× {m.gpu}", "precision": m.precision,
         "published": f"{m.value:g} {m.unit}", "measured": show(m.measured, m.kind),
         "bound / peak": show(m.predicted_bound, m.kind), "efficiency": round(m.efficiency, 3),
-        "binds": m.binds} for m in rows])
+        "binds": m.binds, "evidence": m.evidence} for m in rows])
+
+
+#: Kinds of system whose efficiencies appendix 09 states as ranges, each with the rows it takes
+#: (a test on a :class:`PublishedMeasurement`).  Only measured rows enter a range
+#: (:func:`efficiency_range`); stated expectations and known model gaps never do.
+SYSTEM_KINDS: dict[str, str] = {
+    "tuned kernels and links": "a kernel or link tuned for its chip: the rows of chapters 04, 06 and 07 "
+                               "that are not gpt-fast decode rows, less KIND_EXCEPTIONS",
+    "single-GPU decode": "batch-1 decode on one GPU: chapter 05's time rows (gpt-fast)",
+    "tensor-parallel decode": "dense tensor-parallel decode at batch 1: chapter 07's gpt-fast time rows",
+    "serving systems": "whole serving systems: chapter 08's rows that are not gpt-fast decode rows",
+}
+#: Rows kept out of "tuned kernels and links", with the reason the appendix gives.
+KIND_EXCEPTIONS: dict[str, str] = {
+    "deepgemm-64x2112x7168": "the smallest GEMM: at a few microseconds a kernel's fixed start-up cost weighs most",
+    "fa2-h100-fwd-bwd": "code written for an older chip (FlashAttention-2 uses none of Hopper's features), and a "
+                        "forward and backward pass",
+    "fa2-gpt3-2.7b-8k-no-flash": "a training run without FlashAttention, the baseline the kernel improves on",
+}
+
+
+def _in_kind(kind: str, m: PublishedMeasurement) -> bool:
+    gpt_fast = m.id.startswith("gptfast")
+    if kind == "tuned kernels and links":
+        return m.chapter in ("04", "06", "07") and not gpt_fast and m.id not in KIND_EXCEPTIONS
+    if kind == "single-GPU decode":
+        return m.chapter == "05" and m.kind == "time"
+    if kind == "tensor-parallel decode":
+        return m.chapter == "07" and gpt_fast and m.kind == "time"
+    return m.chapter == "08" and not gpt_fast          # "serving systems"
+
+
+def efficiency_range(kind: str, rows: list[PublishedMeasurement] | None = None) -> tuple[float, float, list[str]]:
+    """The lowest and highest efficiency of one kind of system, over **measured** rows only.
+
+    Args:
+        kind: a key of :data:`SYSTEM_KINDS`.
+        rows: the rows to look in (default: every row of :func:`published_measurements`).
+
+    Returns:
+        ``(lowest, highest, ids)``: efficiencies as fractions (1 = on the roof) and the ids of the
+        rows taken.  Rows whose ``evidence`` is ``"stated"`` and rows with a known model gap are
+        left out, so an expectation never widens what systems are said to *reach*.
+
+    Raises:
+        ValueError: an unknown ``kind``; no measured row of that kind in ``rows``.
+    """
+    if kind not in SYSTEM_KINDS:
+        raise ValueError(f"kind={kind!r} is not allowed; allowed: {', '.join(SYSTEM_KINDS)}")
+    rows = published_measurements() if rows is None else rows
+    taken = [m for m in rows if m.is_measured and not m.known_gap and _in_kind(kind, m)]
+    if not taken:
+        raise ValueError(f"no measured row of kind={kind!r} among the {len(rows)} rows given")
+    effs = [m.efficiency for m in taken]
+    return min(effs), max(effs), [m.id for m in taken]
+

@@ -1,98 +1,106 @@
 /* The web planner (book/planner.md): `python -m llm_dataflow plan` in the reader's browser.
  *
- * book/_ext/ldf_planner.py writes the page's spec (the CLI's options read from its parser, the
- * presets, the translated labels, where Pyodide and the package's core zip are) and adds this
- * script to that page only.  The page starts Pyodide (served by this site, _vendor/pyodide/),
- * unpacks the core zip (src/llm_dataflow/__init__.py + core/) and calls exactly
- * llm_dataflow.core.plan.main(argv): the table, the JSON, the memory bar and the decode-bound
- * chart all come from the CLI's own output, and a bad input shows the CLI's own message.
- * The settings live in the URL (?hardware=H100-SXM&tp=2...), so a link opens the same plan.
+ * book/_ext/ldf_planner.py writes the page's spec (the CLI's options read from its parser, with
+ * their defaults and --help texts; the presets; the translated labels; where Pyodide, the
+ * package's core zip and this script's worker are, and how many bytes they weigh) and adds this
+ * script to that page only.  Python runs in a Web Worker (planner-worker.js): Pyodide unpacks the
+ * core zip and runs `python -m llm_dataflow ARGV` exactly as a shell does, so every number and
+ * every error message on the page is the command's own.  The page never runs Python itself: its
+ * main thread only builds the form and draws what the worker sends back.
+ *
+ * What the page draws, all from the command's output:
+ * - the table as rows (label, value, and the value's long parenthetical folded under it), the
+ *   verdict and the KV room first; the text exactly as the command prints it one click away;
+ * - the memory bar from `memory_terms` of `plan --json`, every term in its order, in GiB as the
+ *   table (the core's fmt_gib), with what exceeds the device drawn past its edge;
+ * - the decode bound against batch, one run of the command per batch;
+ * - `warnings` of the JSON and anything the command wrote to stderr while succeeding.
+ * A plan runs when a choice changes, or when typing pauses on a complete value (never on "L40"
+ * while "L40S" is being typed); each field shows its default (the value this plan used) and the
+ * command's --help text.  The settings live in the URL (?hardware=H100-SXM&tp=2...).
  *
  * A classic script, not a module: opened from disk (file://) a browser refuses module scripts, and
  * this one must still run there to say so and show the command line.
  */
 (function () {
 "use strict";
-// The page's Python: main(argv) with its output captured, and the bar's parts from the JSON.
-const BOOT = String.raw`
-import contextlib, io, json, os, sys
-sys.path.insert(0, "/home/pyodide/ldf")
-from llm_dataflow.core.plan import main as _main
-from llm_dataflow.core.units import fmt_bytes as _fmt_bytes
-os.makedirs("/home/pyodide/work", exist_ok=True)
-os.chdir("/home/pyodide/work")
-os.environ["PYTHON_COLORS"] = "0"   # argparse asks on every parser; output goes to StringIO
-
-def _ldf_run(argv_json):
-    """main(argv) as the CLI runs it: {"code", "out", "err"} (a SystemExit is the exit status)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = _main(json.loads(argv_json))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if isinstance(e.code, str):
-                print(e.code, file=sys.stderr)
-        except Exception as e:   # a bug, not bad input: one line, never a traceback
-            code = 1
-            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-    return json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()})
-
-def _ldf_bar(report_json):
-    """One GPU's memory from plan --json: weights, KV, activations, reserve, free (B), of the
-    total the runtime reports (what the reserve is the rest of; any preset or a custom spec)."""
-    r = json.loads(report_json)
-    cap = r["runtime_memory_bytes"]
-    parts = [("weights", r["weight_bytes_per_gpu"]), ("kv", r["kv_bytes_per_gpu"]),
-             ("activations", r["activation_bytes_per_gpu"]), ("reserve", r["reserve_bytes_per_gpu"])]
-    used = sum(v for _, v in parts)
-    parts.append(("free", max(cap - used, 0)))
-    return json.dumps({"capacity": cap, "capacity_text": _fmt_bytes(cap), "used": used,
-                       "over_text": _fmt_bytes(max(used - cap, 0)),
-                       "parts": [{"key": k, "bytes": v, "text": _fmt_bytes(v)} for k, v in parts]})
-`;
+const PAUSE_MS = 450;          // typing pauses this long: plan
+const CONFIG = "@config";      // the model select's value for a pasted config.json
+const NOTE_MIN = 24;           // a trailing "(...)" at least this long is folded under its row
 
 function start(root) {
   const spec = JSON.parse(root.querySelector(".ldf-planner-spec").textContent);
-  const L = (k) => (spec.labels && spec.labels[k]) || k;
-  const CONFIG = "@config";            // the model select's value for a pasted config.json
-  const WORK = "/home/pyodide/work";   // the working folder of the page's Python
+  const L = (k, fallback) => (spec.labels && spec.labels[k]) || (fallback === undefined ? k : fallback);
+  const fill = (s, vars) => s.replace(/\{(\w+)\}/g, (m, k) => (k in vars ? vars[k] : m));
   const PAGE_SKIPS = new Set(spec.pageSkips || []);   // options only the command line uses
   const opts = spec.options;
   const byDest = Object.fromEntries(opts.map((o) => [o.dest, o]));
   const statusEl = root.querySelector(".ldf-planner-status");
-  let py = null, runPy = null, barPy = null, runs = 0, packedConfig = "", packedFor = null;
+  let lastReport = null, runs = 0, packedConfig = "", packedFor = null;
 
-  // --- the form: one control per CLI option ---------------------------------------------------
+  // --- building blocks -------------------------------------------------------------------------
   const el = (tag, attrs = {}, ...kids) => {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs)) {
       if (v === null || v === undefined || v === false) continue;
       if (k === "text") e.textContent = v; else if (k === "cls") e.className = v; else e.setAttribute(k, v === true ? "" : v);
     }
-    for (const kid of kids) if (kid) e.append(kid);
+    for (const kid of kids) if (kid !== null && kid !== undefined && kid !== false) e.append(kid);
     return e;
   };
-  const form = el("form", {cls: "ldf-planner-form", novalidate: true});
-  form.addEventListener("submit", (e) => e.preventDefault());
-  const controls = {};
-  const field = (o, control, extra) => {
+  const num = (x) => (typeof x === "number" && Number.isInteger(x) ? x.toLocaleString("en-US") : String(x));
+
+  // --- the form: one control per CLI option, in groups --------------------------------------------
+  const form = el("form", {cls: "ldf-planner-form", novalidate: true, "aria-label": L("form", "plan")});
+  form.addEventListener("submit", (e) => { e.preventDefault(); now(); });
+  const controls = {}, hints = {}, waits = {}, fields = {};
+  const groupOf = {};
+  for (const g of spec.groups || []) for (const d of g.dests) groupOf[d] = g.key;
+  const fallbackGroup = (spec.groups || []).find((g) => g.rest) || null;
+  const groupEls = {};
+  for (const g of spec.groups || []) {
+    const legend = L(`group_${g.key}`, g.key);
+    let box;
+    if (g.folded) {
+      box = el("details", {cls: `ldf-planner-group ldf-planner-group-${g.key}`, "data-group": g.key},
+               el("summary", {cls: "ldf-planner-legend", text: legend}));
+    } else {
+      box = el("fieldset", {cls: `ldf-planner-group ldf-planner-group-${g.key}`, "data-group": g.key},
+               el("legend", {cls: "ldf-planner-legend", text: legend}));
+    }
+    box.append(el("div", {cls: "ldf-planner-fields"}));
+    groupEls[g.key] = box;
+  }
+  const groupFor = (o) => groupEls[groupOf[o.dest] || (fallbackGroup && fallbackGroup.key)] || null;
+
+  function field(o, control, extra) {
     const id = `ldf-planner-${o.dest}`;
     control.id = id;
     control.name = o.dest;
     controls[o.dest] = control;
-    const flag = o.flag ? el("code", {cls: "ldf-planner-opt", text: o.flag}) : el("code", {cls: "ldf-planner-opt", text: o.metavar || o.dest});
-    const label = el("label", {for: id}, document.createTextNode(L(o.dest) + " "), flag);
-    return el("div", {cls: `ldf-planner-field ldf-planner-${o.kind}`, "data-dest": o.dest}, label, control, extra);
-  };
+    const flag = el("code", {cls: "ldf-planner-opt", text: o.flag || o.metavar || o.dest});
+    const label = el("label", {for: id}, el("span", {cls: "ldf-planner-name", text: L(o.dest, o.flag || o.metavar || o.dest)}), " ", flag);
+    const hint = el("p", {cls: "ldf-planner-hint", id: `${id}-hint`});
+    hints[o.dest] = hint;
+    control.setAttribute("aria-describedby", hint.id);
+    const wait = el("p", {cls: "ldf-planner-wait", id: `${id}-wait`, hidden: true, role: "status"});
+    waits[o.dest] = wait;
+    const f = el("div", {cls: `ldf-planner-field ldf-planner-${o.kind}`, "data-dest": o.dest},
+                 ...(o.kind === "flag" ? [el("div", {cls: "ldf-planner-check"}, control, label)] : [label, control]),
+                 wait, hint, extra);
+    fields[o.dest] = f;
+    return f;
+  }
   let configBox = null;
   for (const o of opts) {
+    const box = groupFor(o);
+    const target = box ? box.querySelector(".ldf-planner-fields") : form;
     if (o.kind === "model") {
       const sel = el("select");
       for (const p of spec.presets) sel.append(el("option", {value: p, text: p}));
       sel.append(el("option", {value: CONFIG, text: L("model_config")}));
-      form.append(field(o, sel));
-      const area = el("textarea", {id: "ldf-planner-config", rows: 7, spellcheck: "false",
+      target.append(field(o, sel));
+      const area = el("textarea", {id: "ldf-planner-config", rows: 6, spellcheck: "false", autocomplete: "off",
                                    placeholder: '{"model_type": "llama", "hidden_size": 4096, ...}'});
       const file = el("input", {type: "file", id: "ldf-planner-file", accept: ".json,application/json"});
       const folder = el("input", {type: "text", id: "ldf-planner-folder", value: "my-model", autocomplete: "off",
@@ -101,51 +109,61 @@ function start(root) {
       configBox = el("div", {cls: "ldf-planner-config", hidden: true},
         el("label", {for: "ldf-planner-config", text: L("config")}), area,
         el("div", {cls: "ldf-planner-config-row"},
-          el("label", {for: "ldf-planner-file", text: L("file")}), file,
+          el("label", {for: "ldf-planner-file", cls: "ldf-planner-file", text: L("file")}), file),
+        el("div", {cls: "ldf-planner-config-row"},
           el("label", {for: "ldf-planner-folder", text: L("folder")}), folder));
+      target.append(configBox);
       continue;
     }
     let c;
     if (o.kind === "choice") {
       c = el("select");
-      if (!o.required) c.append(el("option", {value: "", text: `${L("default")}${o.default === null ? "" : ": " + o.default}`}));
+      if (!o.required) c.append(el("option", {value: "", text: L("default")}));
       for (const v of o.choices) c.append(el("option", {value: v, text: v}));
       if (o.default !== null && o.required) c.value = String(o.default);
     } else if (o.kind === "flag") {
       c = el("input", {type: "checkbox"});
     } else {
-      c = el("input", {type: "text", autocomplete: "off", spellcheck: "false",
+      c = el("input", {type: "text", autocomplete: "off", spellcheck: "false", autocapitalize: "off",
                        inputmode: o.kind === "int" ? "numeric" : o.kind === "float" ? "decimal" : null,
-                       placeholder: o.default === null || o.default === undefined ? L("default") : String(o.default)});
+                       enterkeyhint: "go"});
       if (o.suggestions) {   // e.g. --hardware: a preset name, or a custom spec typed in full
         const list = el("datalist", {id: `ldf-planner-${o.dest}-list`});
         for (const v of o.suggestions) list.append(el("option", {value: v}));
         c.setAttribute("list", list.id);
-        form.append(list);
+        target.append(list);
       }
     }
-    const note = PAGE_SKIPS.has(o.dest) ? el("small", {cls: "ldf-planner-note", text: L(`note_${o.dest}`)}) : null;
-    form.append(field(o, c, note));
+    const note = PAGE_SKIPS.has(o.dest) ? el("p", {cls: "ldf-planner-note", text: L(`note_${o.dest}`, "")}) : null;
+    target.append(field(o, c, note));
   }
+  for (const g of spec.groups || []) if (groupEls[g.key].querySelector(".ldf-planner-field")) form.append(groupEls[g.key]);
+
+  // --- results -----------------------------------------------------------------------------------
   const errorEl = el("div", {cls: "ldf-planner-error", role: "alert", hidden: true});
+  const warnEl = el("div", {cls: "ldf-planner-warnings", role: "status", hidden: true});
+  const verdict = el("div", {cls: "ldf-planner-verdict"});
+  const rowsEl = el("dl", {cls: "ldf-planner-rows"});
   const out = el("pre", {cls: "ldf-planner-table"});
+  const raw = el("details", {cls: "ldf-planner-raw"}, el("summary", {text: L("raw", "As the command prints it")}), out);
+  const jsonOut = el("pre", {cls: "ldf-planner-json", hidden: true});
   const result = el("script", {type: "application/json", cls: "ldf-planner-result"});
   const bar = el("figure", {cls: "ldf-planner-bar"});
   const chart = el("figure", {cls: "ldf-planner-chart"});
   const command = el("code", {cls: "ldf-planner-command"});
   const outputs = el("div", {cls: "ldf-planner-outputs", hidden: true},
-    el("p", {cls: "ldf-planner-caption", text: L("table")}), el("div", {cls: "highlight"}, out), result, bar, chart);
-  root.append(form);
-  if (configBox) form.querySelector('[data-dest="model"]').after(configBox);
-  root.append(errorEl, outputs,
+    el("p", {cls: "ldf-planner-caption", text: L("table")}), warnEl, verdict, rowsEl, jsonOut, raw, result, bar, chart);
+  const summary = el("a", {cls: "ldf-planner-summary", href: "#ldf-planner-results", hidden: true, "aria-live": "polite"});
+  const results = el("section", {cls: "ldf-planner-results", id: "ldf-planner-results", "aria-label": L("table")},
+    errorEl, outputs,
     el("div", {cls: "ldf-planner-cli"}, el("p", {cls: "ldf-planner-caption", text: L("cli")}),
        el("div", {cls: "highlight"}, el("pre", {}, command))));
-  root.append(statusEl);   // below the form on a phone too: the first thing after the controls
-  form.after(statusEl);
+  const formCol = el("div", {cls: "ldf-planner-formcol"}, statusEl, form, summary);
+  root.append(el("div", {cls: "ldf-planner-body"}, formCol, results));
 
   // --- settings <-> argv <-> URL -----------------------------------------------------------------
   const folderName = () => (controls.folder.value.trim().replace(/[^A-Za-z0-9._-]+/g, "-").replace(/^[.-]+/, "") || "my-model");
-  const modelArg = () => controls.model.value === CONFIG ? `${folderName()}/config.json` : controls.model.value;
+  const modelArg = () => (controls.model.value === CONFIG ? `${folderName()}/config.json` : controls.model.value);
   function argv({forPage = false, batch = null, json = false} = {}) {
     const a = [spec.command, modelArg()];
     for (const o of opts) {
@@ -156,14 +174,14 @@ function start(root) {
         if (c.checked) a.push(o.flag);
         continue;
       }
-      let v = o.dest === "batch" && batch !== null ? String(batch) : c.value.trim();
+      const v = o.dest === "batch" && batch !== null ? String(batch) : c.value.trim();
       if (v === "" || (!o.required && v === String(o.default) && !(o.dest === "batch" && batch !== null))) continue;
       a.push(o.flag, v);
     }
     if (json) a.push("--json");
     return a;
   }
-  const quote = (s) => /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+  const quote = (s) => (/^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
   function showCommand() { command.textContent = [spec.prog, ...argv().map(quote)].join(" "); }
 
   const b64url = (bytes) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
@@ -215,6 +233,15 @@ function start(root) {
       else if (o.kind === "choice" && !o.choices.includes(v)) { c.append(el("option", {value: v, text: v})); c.value = v; }
       else c.value = v;
     }
+    openFoldsWithValues();
+  }
+  // a folded group whose field holds a value the reader (or a link) set opens: nothing set is hidden
+  function openFoldsWithValues() {
+    for (const o of opts) {
+      const c = controls[o.dest], box = fields[o.dest] && fields[o.dest].closest("details");
+      if (!box || !c) continue;
+      if (o.kind === "flag" ? c.checked : c.value.trim() !== "") box.open = true;
+    }
   }
   if (!location.search) {   // a first visit: a small model on a common GPU
     controls.model.value = spec.presets.includes("Llama-3.1-8B") ? "Llama-3.1-8B" : (spec.presets.includes("Llama-3-8B") ? "Llama-3-8B" : spec.presets[0]);
@@ -223,16 +250,112 @@ function start(root) {
     if (controls.batch) controls.batch.value = "8";
   }
 
-  // --- running the CLI's main(argv) in Pyodide -------------------------------------------------
-  function run(a) {
-    return JSON.parse(runPy(JSON.stringify(a)));
+  // --- each field's default (the value this plan used where the command reports it) and help ----
+  function resolvedDefault(o) {
+    if (o.kind === "flag") return L("off", "off");
+    // an option whose default depends on the rest (the checkpoint's format, the context, the
+    // layout): the value the last plan used, read from plan --json, while the field is empty
+    const how = (spec.resolved || {})[o.dest] || (o.default === null ? {key: o.dest} : null);
+    const r = lastReport, c = controls[o.dest];
+    if (how && r && c && c.value.trim() === "" && r[how.key] !== null && r[how.key] !== undefined && typeof r[how.key] !== "object") {
+      const v = r[how.key];
+      if (typeof v === "number" && how.scale) return (v / how.scale).toFixed(how.digits || 2) + (how.unit ? " " + how.unit : "");
+      return num(v);
+    }
+    if (how && c && c.value.trim() !== "") return null;   // set by the reader: the help says the default
+    if (o.default === null || o.default === undefined) return L("none", "none");
+    return num(o.default);
   }
-  function writeConfig() {
-    if (controls.model.value !== CONFIG) return;
-    const dir = `${WORK}/${folderName()}`;
-    py.FS.mkdirTree(dir);
-    py.FS.writeFile(`${dir}/config.json`, controls.config.value);
+  function showHints() {
+    for (const o of opts) {
+      const h = hints[o.dest];
+      if (!h) continue;
+      const c = controls[o.dest];
+      const d = resolvedDefault(o);
+      const isEstimate = o.dest === "non_torch_gib" && lastReport && (lastReport.memory_terms || []).some((t) => t.name === "non_torch" && t.estimate);
+      const parts = [];
+      if (!o.required && o.kind !== "model" && d !== null) {
+        parts.push(el("span", {cls: "ldf-planner-default"}, `${L("default")}: `, el("b", {text: d}),
+                      isEstimate ? ` (${L("estimate", "estimate")})` : ""));
+      }
+      if (o.help) parts.push(el("span", {cls: "ldf-planner-help", text: o.help}));
+      h.replaceChildren(...parts.flatMap((p, i) => (i ? [" · ", p] : [p])));
+      if (d === null) { /* keep the last default text: the field holds the reader's value */ }
+      else if (o.kind === "choice" && !o.required) c.options[0].textContent = `${L("default")}: ${d}`;
+      else if (o.kind !== "flag" && o.kind !== "model" && c.tagName === "INPUT") c.placeholder = `${d}`;
+    }
   }
+
+  // --- an incomplete value: the reader is still typing it -------------------------------------------
+  function incomplete(o, value) {
+    const v = value.trim();
+    if (o.kind === "int" || o.kind === "float") return /^[+-]$|[.eE][+-]?$|,$/.test(v);
+    if (o.suggestions && v) {
+      if (v.includes("=")) return /[=,]$/.test(v);   // a custom spec mid-way through a key or value
+      if (o.suggestions.includes(v)) return false;
+      const low = v.toLowerCase();
+      return o.suggestions.some((s) => s.toLowerCase().startsWith(low));
+    }
+    return false;
+  }
+  function waitingFor() {
+    let any = null;
+    for (const o of opts) {
+      const c = controls[o.dest], w = waits[o.dest];
+      if (!w || !c || c.tagName !== "INPUT" || c.type !== "text") continue;
+      const inc = incomplete(o, c.value);
+      w.hidden = !inc;
+      if (inc) {
+        const v = c.value.trim(), low = v.toLowerCase();
+        const matches = (o.suggestions || []).filter((s) => s.toLowerCase().startsWith(low)).slice(0, 4);
+        w.textContent = matches.length && !v.includes("=") ? `${L("keeptyping", "keep typing")}: ${matches.join(", ")}…`
+                                                            : `${L("keeptyping", "keep typing")}…`;
+        any = any || o.dest;
+      }
+    }
+    return any;
+  }
+
+  // --- the worker: Python off the main thread --------------------------------------------------------
+  let worker = null, workerReady = false, busy = false, nextId = 1, generation = 0;
+  const queue = [], pending = new Map();
+  function call(msg, {gen = generation, front = false} = {}) {
+    return new Promise((resolve) => {
+      msg.id = nextId++;
+      msg.type = "run";
+      msg.gen = gen;
+      pending.set(msg.id, {resolve, sentAt: 0});
+      if (front) queue.unshift(msg); else queue.push(msg);
+      pump();
+    });
+  }
+  function dropStale(gen) {   // queued requests of older changes: their answers would be discarded
+    for (let i = queue.length - 1; i >= 0; i--) {
+      if (queue[i].gen < gen) { pending.get(queue[i].id).resolve(null); pending.delete(queue[i].id); queue.splice(i, 1); }
+    }
+  }
+  function pump() {
+    if (busy || !workerReady || !queue.length) return;
+    busy = true;
+    const m = queue.shift();
+    pending.get(m.id).sentAt = performance.now();   // until now it waited for the worker's last run
+    worker.postMessage(m);
+  }
+  function onWorker(e) {
+    const m = e.data;
+    if (m.type === "progress") { showProgress(m); return; }
+    if (m.type === "ready") { workerReady = true; onReady(m); pump(); return; }
+    if (m.type === "failed") { onFailed(m.message); return; }
+    if (m.type === "result") {
+      busy = false;
+      const p = pending.get(m.id);
+      pending.delete(m.id);
+      if (p) { m.sentAt = p.sentAt; p.resolve(m); }
+      pump();
+    }
+  }
+  const configFiles = () => (controls.model.value === CONFIG ? {[`${folderName()}/config.json`]: controls.config.value} : {});
+
   function errorLine(stderr) {
     // the CLI prints its usage line, then "<prog>: error: <message>"; the page shows the message
     const lines = stderr.trimEnd().split("\n");
@@ -242,92 +365,207 @@ function start(root) {
     if (tb >= 0) return lines[lines.length - 1];   // never a traceback on the page
     return lines.join("\n");
   }
+  function markInvalid(msg) {
+    for (const c of Object.values(controls)) c.removeAttribute("aria-invalid");
+    if (!msg) return;
+    const flags = [];
+    const m = msg.match(/argument (--[\w-]+|[A-Z_]+)/);
+    if (m) flags.push(m[1]);
+    const req = msg.match(/arguments? (?:are|is) required: (.+)/);
+    if (req) flags.push(...req[1].split(/,\s*/).map((s) => s.split("/")[0].trim()));
+    for (const f of flags) {
+      const o = f.startsWith("--") ? opts.find((x) => x.flag === f) : opts.find((x) => x.kind === "model");
+      const c = o && (o.kind === "model" && controls.model.value === CONFIG ? controls.config : controls[o.dest]);
+      if (!c) continue;
+      c.setAttribute("aria-invalid", "true");
+      const box = c.closest("details");
+      if (box) box.open = true;
+    }
+  }
   function showError(msg) {
     errorEl.hidden = !msg;
     errorEl.textContent = msg || "";
-    for (const c of Object.values(controls)) c.removeAttribute("aria-invalid");
-    if (!msg) return;
-    const m = msg.match(/argument (--[\w-]+|[A-Z_]+)/);
-    if (m) {
-      const o = m[1].startsWith("--") ? opts.find((x) => x.flag === m[1]) : opts.find((x) => x.kind === "model");
-      const c = o && (o.kind === "model" && controls.model.value === CONFIG ? controls.config : controls[o.dest]);
-      if (c) c.setAttribute("aria-invalid", "true");
-    }
+    markInvalid(msg);
   }
-  // The book's scroll cue (book/_ext/static/ldf.js marks wide boxes on load and on resize): the
-  // table appears after load, so its box is marked here, by the same rule, as soon as it is drawn.
-  function markScroll() {
-    const over = out.scrollWidth > out.clientWidth + 1;
-    out.classList.toggle("ldf-scrolls", over);
-    if (over) {
-      const end = out.scrollLeft + out.clientWidth >= out.scrollWidth - 1;
-      out.setAttribute("data-ldf-more", out.scrollLeft <= 1 ? "right" : end ? "left" : "both");
-      out.setAttribute("tabindex", "0");
-    } else {
-      out.removeAttribute("data-ldf-more");
-    }
-  }
-  window.addEventListener("resize", () => setTimeout(markScroll, 120));
 
-  // One change: the table (or JSON), the error and the bar at once (two runs of main); the chart
-  // after it, one run per batch in its own task, so typing never waits for it (a newer change
-  // drops the older chart's remaining runs).
-  let generation = 0;
-  function update() {
+  // --- one change: the table, the JSON, the bar (one message to the worker), then the chart ------
+  let timer = null;
+  // data-ldf-pending: a change the page has not planned yet (a test waits for it to clear)
+  function later() { clearTimeout(timer); root.dataset.ldfPending = "1"; timer = setTimeout(now, PAUSE_MS); }
+  function now() { clearTimeout(timer); timer = null; root.dataset.ldfPending = "1"; update(); }
+  function settled(g) { if (g === generation && timer === null) delete root.dataset.ldfPending; }
+  async function update() {
     showCommand();
     writeUrl();
-    if (!runPy) return;
+    if (waitingFor()) { root.dataset.ldfWaiting = "1"; settled(generation); return; }   // never plan a half-typed value
+    delete root.dataset.ldfWaiting;
+    if (!workerReady) return;
     const g = ++generation;
+    dropStale(g);
     const t0 = performance.now();
-    writeConfig();
-    const a = argv({forPage: true});
-    const shown = run(a);
+    const asJson = controls.json && controls.json.checked;
+    const shownArgv = argv({forPage: true});
+    const runsAsked = asJson ? [{argv: shownArgv}] : [{argv: shownArgv}, {argv: argv({forPage: true, json: true})}];
+    const reply = await call({runs: runsAsked, files: configFiles()}, {gen: g, front: true});
+    if (!reply || g !== generation) return;   // a newer change is on its way
+    const [shown, j] = [reply.results[0], reply.results[asJson ? 0 : 1]];
     let report = null;
-    if (shown.code !== 0) {
-      showError(errorLine(shown.err));
+    if (!shown || shown.code !== 0) {
+      showError(errorLine(shown ? shown.err : "error: no answer"));
       outputs.hidden = true;
+      summary.hidden = true;
       root.dataset.ldfState = "error";
     } else {
-      const j = controls.json && controls.json.checked ? shown : run(argv({forPage: true, json: true}));
       report = JSON.parse(j.out);
+      const terms = report.memory_terms || [];
+      const gib = await call({runs: [], gib: [report.runtime_memory_bytes, ...terms.map((t) => t.bytes),
+                                              Math.max(0, terms.reduce((s, t) => s + t.bytes, 0) - report.runtime_memory_bytes)]},
+                             {gen: g, front: true});
+      if (!gib || g !== generation) return;
+      lastReport = report;
       showError("");
       out.textContent = shown.out.replace(/\n$/, "");
       result.textContent = j.out;
-      drawBar(report);
+      if (asJson) {
+        jsonOut.textContent = shown.out.replace(/\n$/, "");
+        jsonOut.hidden = false; rowsEl.hidden = true; verdict.hidden = true; raw.hidden = true;
+      } else {
+        jsonOut.hidden = true; rowsEl.hidden = false; verdict.hidden = false; raw.hidden = false;
+        drawRows(shown.out);
+      }
+      drawWarnings(report, shown.err + (asJson ? "" : j.err));
+      drawBar(report, gib.gib);
+      showHints();
       outputs.hidden = false;
       root.dataset.ldfState = "ok";
     }
     root.dataset.ldfMs = (performance.now() - t0).toFixed(1);
+    // of which the command's own Python took (the worker's clock), and the wait for a run the
+    // worker had begun before this change (a run cannot be cut short): the rest is the page's
+    root.dataset.ldfPyMs = reply.results.reduce((t, r) => t + (r.ms || 0), 0).toFixed(1);
+    root.dataset.ldfWaitMs = Math.max(0, reply.sentAt - t0).toFixed(1);
     root.dataset.ldfRuns = String(++runs);
-    markScroll();
-    if (report) drawChart(report, g, t0);
+    settled(g);
+    if (report) drawChart(report, g, t0); else root.dataset.ldfChart = root.dataset.ldfRuns;
   }
 
-  // --- the per-GPU memory bar -------------------------------------------------------------------
-  function drawBar(report) {
-    const b = JSON.parse(barPy(JSON.stringify(report)));
-    const total = Math.max(b.capacity, b.used);
-    const strip = el("div", {cls: "ldf-bar-strip", role: "img",
-      "aria-label": `${L("bar")}: ` + b.parts.map((p) => `${L("bar_" + p.key)} ${p.text}`).join(", ")});
+  // --- the table as rows --------------------------------------------------------------------------
+  /** The command's table as rows: {label, value, sub}; the value column is where the first line's
+   * value starts (the command pads every label to one width). */
+  function parseRows(text) {
+    const lines = text.replace(/\n+$/, "").split("\n");
+    const m = lines[0].match(/^\S.*?\s{2,}(?=\S)/);
+    const col = m ? m[0].length : 0;
+    return lines.map((l) => {
+      const head = l.slice(0, col);
+      if (!col || l.length <= col || !/\s{2}$/.test(head) || !head.trim()) return {label: "", value: l.trim(), sub: false, line: l};
+      return {label: head.trim(), value: l.slice(col), sub: /^\s/.test(l), line: l};
+    });
+  }
+  /** A value's trailing parenthetical of NOTE_MIN characters or more (a source, the arithmetic
+   * behind a verdict): [main, note], with main + " " + note === value. */
+  function splitNote(value) {
+    if (!value.endsWith(")")) return [value, ""];
+    let depth = 0;
+    for (let i = value.length - 1; i >= 0; i--) {
+      const ch = value[i];
+      if (ch === ")") depth++;
+      else if (ch === "(" && --depth === 0) {
+        if (i < 2 || value[i - 1] !== " " || value.length - i < NOTE_MIN) return [value, ""];
+        return [value.slice(0, i - 1), value.slice(i)];
+      }
+    }
+    return [value, ""];
+  }
+  const VERDICT = spec.verdictRows || ["memory", "KV room"];
+  function rowEl(r) {
+    const [main, note] = splitNote(r.value);
+    const dd = el("dd", {}, el("span", {cls: "ldf-row-value", text: main}));
+    if (note) dd.append(" ", el("details", {cls: "ldf-row-note"}, el("summary", {text: L("more", "details")}),
+                                el("span", {cls: "ldf-row-note-text", text: note})));
+    const label = r.label ? L(`row_${r.label}`, r.label) : "";
+    return el("div", {cls: `ldf-row${r.sub ? " ldf-row-sub" : ""}`, "data-label": r.label},
+              el("dt", {text: label, title: label !== r.label ? r.label : null}), dd);
+  }
+  function drawRows(text) {
+    const rows = parseRows(text);
+    // a sub-row ("  attention, dense") belongs with the row above it
+    const blocks = [];
+    for (const r of rows) if (r.sub && blocks.length) blocks[blocks.length - 1].push(r); else blocks.push([r]);
+    const first = blocks.filter((b) => VERDICT.includes(b[0].label)).sort((a, b) => VERDICT.indexOf(a[0].label) - VERDICT.indexOf(b[0].label));
+    const rest = blocks.filter((b) => !first.includes(b));
+    verdict.replaceChildren();
+    const mem = first.find((b) => b[0].label === VERDICT[0]);
+    const fits = mem ? /^fits\b/.test(mem[0].value) : null;
+    verdict.className = `ldf-planner-verdict${fits === null ? "" : fits ? " ldf-fits" : " ldf-nofit"}`;
+    const head = el("dl", {cls: "ldf-planner-rows ldf-planner-first"});
+    for (const b of first) for (const r of b) head.append(rowEl(r));
+    if (fits !== null) verdict.append(el("p", {cls: "ldf-verdict-badge", text: fits ? L("fits", "fits") : L("nofit_verdict", "does not fit")}));
+    verdict.append(head);
+    rowsEl.replaceChildren(...rest.flat().map(rowEl));
+    // the sticky summary on a phone: the verdict, the KV room and the decode bound, as printed
+    const pick = (label, stop) => { const r = rows.find((x) => x.label === label); return r ? r.value.split(stop)[0].trim() : null; };
+    const room = pick("KV room", " ("), step = pick("decode step ≥", ",");
+    summary.replaceChildren(el("b", {cls: fits ? "ldf-fits" : "ldf-nofit", text: fits ? L("fits", "fits") : L("nofit_verdict", "does not fit")}),
+                            room ? el("span", {text: `${L("row_KV room", "KV room")} ${room}`}) : "",
+                            step ? el("span", {text: `${L("row_decode step ≥", "decode step ≥")} ${step}`}) : "",
+                            el("span", {cls: "ldf-summary-go", text: L("toresults", "results ↓")}));
+    summary.hidden = false;
+  }
+  function drawWarnings(report, stderr) {
+    const list = [...(Array.isArray(report.warnings) ? report.warnings : []).map(String)];
+    for (const line of (stderr || "").split("\n")) if (line.trim() && !list.includes(line.trim())) list.push(line.trim());
+    warnEl.hidden = !list.length;
+    warnEl.replaceChildren(...(list.length ? [el("p", {cls: "ldf-planner-caption", text: L("warnings", "The command warns")}),
+                                             el("ul", {}, ...list.map((w) => el("li", {text: w})))] : []));
+  }
+
+  // --- the per-GPU memory bar: every term of memory_terms, in GiB -------------------------------
+  const KNOWN_TERMS = new Set(["weights", "activations", "non_torch", "kv_asked", "kv_unmet", "kv_free", "reserve"]);
+  function drawBar(report, gib) {
+    const terms = report.memory_terms || [];
+    const cap = report.runtime_memory_bytes;
+    const capText = gib[0], overText = gib[gib.length - 1];
+    const used = terms.reduce((s, t) => s + t.bytes, 0);
+    const total = Math.max(cap, used);
+    const strip = el("div", {cls: "ldf-bar-strip"});
     const legend = el("ul", {cls: "ldf-bar-legend"});
-    for (const p of b.parts) {
-      if (p.bytes <= 0 && p.key === "free") continue;
-      const w = 100 * Math.max(p.bytes, 0) / total;
-      strip.append(el("span", {cls: `ldf-bar-part ldf-bar-${p.key}`, style: `width:${w.toFixed(3)}%`,
-                               "data-key": p.key, "data-bytes": String(p.bytes)}));
-      legend.append(el("li", {"data-key": p.key, "data-bytes": String(p.bytes)},
-        el("span", {cls: `ldf-bar-swatch ldf-bar-${p.key}`}), document.createTextNode(`${L("bar_" + p.key)} ${p.text}`)));
+    const said = [];
+    let extra = 0;
+    terms.forEach((t, i) => {
+      const key = KNOWN_TERMS.has(t.name) ? t.name : `other-${extra++ % 4}`;
+      const name = L(`bar_${t.name}`, t.name.replace(/_/g, " "));
+      const text = `${t.estimate ? "≈ " : ""}${gib[i + 1]}`;
+      said.push(`${name} ${text}`);
+      if (t.bytes > 0) {
+        strip.append(el("span", {cls: `ldf-bar-part ldf-bar-${key}`, style: `width:${(100 * t.bytes / total).toFixed(3)}%`,
+                                 "data-key": t.name, "data-bytes": String(t.bytes)}));
+      }
+      if (t.bytes > 0 || !/^kv_(unmet|free)$/.test(t.name)) {
+        legend.append(el("li", {"data-key": t.name, "data-bytes": String(t.bytes), "data-text": gib[i + 1]},
+          el("span", {cls: `ldf-bar-swatch ldf-bar-${key}`}),
+          el("span", {}, `${name} `, el("b", {text}), t.estimate ? ` (${L("estimate", "estimate")})` : "")));
+      }
+    });
+    if (used > cap) {
+      strip.append(el("span", {cls: "ldf-bar-capacity", style: `left:${(100 * cap / total).toFixed(3)}%`}),
+                   el("span", {cls: "ldf-bar-over", style: `left:${(100 * cap / total).toFixed(3)}%;width:${(100 * (used - cap) / total).toFixed(3)}%`}));
+      legend.append(el("li", {"data-key": "over", "data-bytes": String(used - cap), "data-text": overText},
+        el("span", {cls: "ldf-bar-swatch ldf-bar-overkey"}), el("span", {}, `${L("bar_over")} `, el("b", {text: overText}))));
+      said.push(`${L("bar_over")} ${overText}`);
     }
-    if (b.used > b.capacity) {
-      strip.append(el("span", {cls: "ldf-bar-capacity", style: `left:${(100 * b.capacity / total).toFixed(3)}%`}));
-      legend.append(el("li", {"data-key": "over", "data-bytes": String(b.used - b.capacity)},
-        el("span", {cls: "ldf-bar-swatch ldf-bar-over"}), document.createTextNode(`${L("bar_over")} ${b.over_text}`)));
-    }
-    bar.replaceChildren(el("figcaption", {text: `${L("bar")} (${b.capacity_text}, ${report.hardware})`}), strip, legend);
-    bar.dataset.capacity = String(b.capacity);
+    strip.setAttribute("role", "img");
+    strip.setAttribute("aria-label", `${L("bar")}: ` + said.join(", "));
+    const scale = el("div", {cls: "ldf-bar-scale"}, el("span", {text: "0"}),
+                     el("span", {cls: "ldf-bar-cap", style: `left:${(100 * cap / total).toFixed(3)}%`, text: capText}));
+    bar.replaceChildren(el("figcaption", {text: fill(L("bar_caption", "{bar} ({total} as the runtime reports it, {gpu})"),
+                                                      {bar: L("bar"), total: capText, gpu: report.hardware})}),
+                        strip, scale, legend);
+    bar.dataset.capacity = String(cap);
+    bar.dataset.used = String(used);
   }
 
-  // --- the decode bound against batch (one CLI run per batch) ------------------------------------
+  // --- the decode bound against batch (one run of the command per batch) -------------------------
   const NS = "http://www.w3.org/2000/svg";
   const svg = (tag, attrs = {}, text) => {
     const e = document.createElementNS(NS, tag);
@@ -336,19 +574,19 @@ function start(root) {
     return e;
   };
   let lastPoints = null, lastBatch = 1;
-  const nextTask = () => new Promise((r) => setTimeout(r, 0));
   async function drawChart(report, g, t0) {
     const batches = [];
     for (let b = 1; b <= 4096; b *= 2) batches.push(b);
     if (!batches.includes(report.batch)) batches.push(report.batch);
     batches.sort((x, y) => x - y);
     const pts = [];
+    const files = configFiles();
     for (const b of batches) {
       let r = {code: 0, out: JSON.stringify(report)};
       if (b !== report.batch) {
-        await nextTask();
-        if (g !== generation) return;   // a newer change: its own chart follows
-        r = run(argv({forPage: true, batch: b, json: true}));
+        const reply = await call({runs: [{argv: argv({forPage: true, batch: b, json: true})}], files}, {gen: g});
+        if (!reply || g !== generation) return;   // a newer change: its own chart follows
+        r = reply.results[0];
       }
       if (r.code !== 0) continue;
       const j = JSON.parse(r.out);
@@ -364,8 +602,8 @@ function start(root) {
     const pts = lastPoints;
     if (!pts || !pts.length) { chart.replaceChildren(); return; }
     const W = Math.max(280, Math.min(720, chart.clientWidth || root.clientWidth || 640));
-    const H = Math.round(Math.min(320, Math.max(220, W * 0.5)));
-    const m = {l: 58, r: 12, t: 12, b: 44};
+    const H = Math.round(Math.min(320, Math.max(220, W * 0.55)));
+    const m = {l: 56, r: 14, t: 12, b: 46};
     const lx = (b) => Math.log2(b), ly = (s) => Math.log10(s * 1e3);
     const x0 = 0, x1 = Math.max(12, lx(pts[pts.length - 1].batch));
     let y0 = Math.floor(Math.min(...pts.map((p) => ly(p.s)))), y1 = Math.ceil(Math.max(...pts.map((p) => ly(p.s))));
@@ -380,12 +618,13 @@ function start(root) {
       g.append(svg("line", {x1: m.l, x2: W - m.r, y1: y, y2: y, class: "ldf-chart-grid"}));
       const v = Math.pow(10, k);
       g.append(svg("text", {x: m.l - 6, y: y + 4, "text-anchor": "end", class: "ldf-chart-tick"},
-                   v >= 1 ? String(v) : v.toPrecision(1)));
+                   v >= 1 ? v.toLocaleString("en-US") : v.toPrecision(1)));
     }
-    for (let e = 0; e <= x1; e += 2) {
+    const step = W < 420 ? 3 : 2;
+    for (let e = 0; e <= x1; e += step) {
       const x = m.l + (e - x0) / (x1 - x0) * (W - m.l - m.r);
       g.append(svg("line", {x1: x, x2: x, y1: H - m.b, y2: H - m.b + 4, class: "ldf-chart-axis"}));
-      g.append(svg("text", {x, y: H - m.b + 16, "text-anchor": "middle", class: "ldf-chart-tick"}, String(2 ** e)));
+      g.append(svg("text", {x, y: H - m.b + 17, "text-anchor": "middle", class: "ldf-chart-tick"}, (2 ** e).toLocaleString("en-US")));
     }
     g.append(svg("line", {x1: m.l, x2: W - m.r, y1: H - m.b, y2: H - m.b, class: "ldf-chart-axis"}));
     g.append(svg("line", {x1: m.l, x2: m.l, y1: m.t, y2: H - m.b, class: "ldf-chart-axis"}));
@@ -394,16 +633,21 @@ function start(root) {
                           transform: `rotate(-90 14 ${(m.t + H - m.b) / 2})`}, L("y")));
     g.append(svg("polyline", {points: pts.map((p) => `${X(p.batch)},${Y(p.s)}`).join(" "), class: "ldf-chart-line"}));
     for (const p of pts) {
-      const c = svg("circle", {cx: X(p.batch), cy: Y(p.s), r: p.batch === lastBatch ? 6 : 4,
-        class: `ldf-chart-point ldf-chart-${p.binds}${p.fits ? "" : " ldf-chart-nofit"}${p.batch === lastBatch ? " ldf-chart-current" : ""}`,
+      const current = p.batch === lastBatch;
+      if (current) {   // the reader's batch: a ring around its point, whatever the point's kind
+        g.append(svg("circle", {cx: X(p.batch), cy: Y(p.s), r: 9, class: "ldf-chart-ring"}));
+      }
+      const c = svg("circle", {cx: X(p.batch), cy: Y(p.s), r: current ? 6 : 4.5,
+        class: `ldf-chart-point ${p.fits ? `ldf-chart-${p.binds}` : "ldf-chart-nofit"}${current ? " ldf-chart-current" : ""}`,
         "data-batch": p.batch, "data-s": p.s, "data-binds": p.binds, "data-fits": p.fits ? "1" : "0"});
       c.append(svg("title", {}, `B = ${p.batch}: ${p.s * 1e3} ms, ${L(p.binds)}${p.fits ? "" : ", " + L("nofit")}`));
       g.append(c);
     }
     const legend = el("ul", {cls: "ldf-chart-legend"},
-      el("li", {}, el("span", {cls: "ldf-chart-key ldf-chart-memory"}), document.createTextNode(L("memory"))),
-      el("li", {}, el("span", {cls: "ldf-chart-key ldf-chart-compute"}), document.createTextNode(L("compute"))),
-      el("li", {}, el("span", {cls: "ldf-chart-key ldf-chart-nofit"}), document.createTextNode(L("nofit"))));
+      el("li", {}, el("span", {cls: "ldf-chart-key ldf-chart-memory"}), L("memory")),
+      el("li", {}, el("span", {cls: "ldf-chart-key ldf-chart-compute"}), L("compute")),
+      el("li", {}, el("span", {cls: "ldf-chart-key ldf-chart-nofit"}), L("nofit")),
+      el("li", {}, el("span", {cls: "ldf-chart-key ldf-chart-ringkey"}), L("current", "your batch")));
     chart.replaceChildren(el("figcaption", {text: L("chart")}), g, legend);
   }
   let rt = null;
@@ -411,15 +655,29 @@ function start(root) {
 
   // --- events ----------------------------------------------------------------------------------
   const showConfig = () => { if (configBox) configBox.hidden = controls.model.value !== CONFIG; };
-  form.addEventListener("input", (e) => { if (e.target !== controls.file) { showConfig(); update(); } });
-  form.addEventListener("change", (e) => {
-    if (e.target === controls.file && controls.file.files.length) readFile(controls.file.files[0]);
+  const typed = (t) => t && ((t.tagName === "INPUT" && t.type === "text") || t.tagName === "TEXTAREA");
+  form.addEventListener("input", (e) => {
+    if (e.target === controls.file) return;
+    showConfig();
+    if (typed(e.target)) {   // typing: plan when it pauses, on a complete value
+      showCommand();
+      writeUrl();
+      if (waitingFor()) { clearTimeout(timer); timer = null; root.dataset.ldfWaiting = "1"; settled(generation); return; }
+      later();
+    } else {
+      now();
+    }
   });
+  form.addEventListener("change", (e) => {
+    if (e.target === controls.file) { if (controls.file.files.length) readFile(controls.file.files[0]); return; }
+    if (typed(e.target) && timer !== null) now();   // left the field: no need to wait for the pause
+  });
+  form.addEventListener("keydown", (e) => { if (e.key === "Enter" && typed(e.target) && e.target.tagName === "INPUT") { e.preventDefault(); now(); } });
   async function readFile(f) {
     controls.config.value = await f.text();
     controls.model.value = CONFIG;
     showConfig();
-    update();
+    now();
   }
   for (const t of [configBox, controls.config].filter(Boolean)) {
     t.addEventListener("dragover", (e) => { e.preventDefault(); configBox.classList.add("ldf-drop"); });
@@ -439,43 +697,62 @@ function start(root) {
   });
 
   // --- start -----------------------------------------------------------------------------------
-  const status = (text, state) => { statusEl.textContent = text; statusEl.dataset.state = state; };
+  const MB = (b) => (b / 1e6).toFixed(1);
+  const dl = spec.download || {total: 0};
+  const status = (state, ...kids) => { statusEl.replaceChildren(...kids); statusEl.dataset.state = state; };
+  let t0 = 0, bar0 = null;
+  function showProgress(m) {
+    if (!bar0) bar0 = el("progress", {max: String(m.total || dl.total || 1), value: "0", cls: "ldf-planner-progress"});
+    bar0.max = m.total || dl.total || 1;
+    bar0.value = Math.min(m.loaded, bar0.max);
+    const text = m.phase === "core" ? L("loadingcore")
+      : fill(L("downloading", "Downloading Python (Pyodide): {loaded} of {total} MB"), {loaded: MB(Math.min(m.loaded, bar0.max)), total: MB(bar0.max)});
+    status("loading", el("span", {text: `${text} · ${((performance.now() - t0) / 1000).toFixed(1)} s`}), bar0);
+    root.dataset.ldfLoaded = String(m.loaded);
+  }
+  function onFailed(message) {
+    status("failed", document.createTextNode(`${L("failed")} ${message}`));
+    root.dataset.ldfState = "failed";
+    console.warn("planner:", message);
+  }
+  function onReady(m) {
+    const ready = performance.now();
+    root.dataset.ldfPhases = m.phases.map((x) => x.toFixed(0)).join(" ");
+    root.dataset.ldfReady = ready.toFixed(0);           // ms since navigation start
+    root.dataset.ldfLoadMs = (ready - t0).toFixed(0);   // ms from the download's start
+    status("ready", document.createTextNode(`${L("ready")} (${((ready - t0) / 1000).toFixed(1)} s)`));
+    now();
+  }
+  function startWorker() {
+    t0 = performance.now();
+    try {
+      worker = new Worker(spec.worker, {type: "module", name: "llm_dataflow plan"});
+    } catch (e) {
+      onFailed(e && e.message ? e.message : String(e));
+      return;
+    }
+    worker.onmessage = onWorker;
+    worker.onerror = (e) => { e.preventDefault(); onFailed(e.message || "worker error"); };
+    worker.postMessage({type: "init", pyodide: new URL(spec.pyodide, location.href).href,
+                        core: new URL(spec.core, location.href).href, total: dl.total, moduleBytes: dl.moduleBytes || 0});
+    showProgress({loaded: 0, total: dl.total, phase: "runtime"});
+  }
   async function boot() {
     await readUrl();
     showConfig();
-    update();
-    if (location.protocol === "file:") { status(L("fromfile"), "unavailable"); root.dataset.ldfState = "unavailable"; return; }
-    if (!spec.pyodide) { status(L("nopyodide"), "unavailable"); root.dataset.ldfState = "unavailable"; return; }
-    const t0 = performance.now();
-    let phase = L("loading");
-    const tick = setInterval(() => status(`${phase} ${((performance.now() - t0) / 1000).toFixed(1)} s`, "loading"), 100);
-    try {
-      const zip = fetch(spec.core);   // in parallel with the runtime
-      const {loadPyodide} = await import(spec.pyodide + "pyodide.mjs");
-      const t1 = performance.now();
-      py = await loadPyodide({indexURL: spec.pyodide, packages: [], stdout: () => {}, stderr: () => {}});
-      const t2 = performance.now();
-      phase = L("loadingcore");
-      const z = await zip;
-      if (!z.ok) throw new Error(`${spec.core}: HTTP ${z.status}`);
-      py.unpackArchive(await z.arrayBuffer(), "zip", {extractDir: "/home/pyodide/ldf"});
-      py.runPython(BOOT);
-      root.dataset.ldfPhases = [t1 - t0, t2 - t1, performance.now() - t2].map((x) => x.toFixed(0)).join(" ");
-      runPy = py.globals.get("_ldf_run");
-      barPy = py.globals.get("_ldf_bar");
-    } catch (e) {
-      clearInterval(tick);
-      status(`${L("failed")} ${e && e.message ? e.message.split("\n").pop() : e}`, "failed");
-      root.dataset.ldfState = "failed";
-      console.warn("planner:", e);
+    showHints();
+    showCommand();
+    if (location.protocol === "file:") { status("unavailable", document.createTextNode(L("fromfile"))); root.dataset.ldfState = "unavailable"; return; }
+    if (!spec.pyodide || !spec.worker) { status("unavailable", document.createTextNode(L("nopyodide"))); root.dataset.ldfState = "unavailable"; return; }
+    const conn = navigator.connection;
+    if (conn && (conn.saveData || /(^|-)2g$/.test(conn.effectiveType || ""))) {   // the reader asked to save data
+      const go = el("button", {type: "button", cls: "ldf-planner-start", text: fill(L("start", "Start the planner ({size} MB)"), {size: MB(dl.total)})});
+      go.addEventListener("click", () => startWorker());
+      status("waiting", document.createTextNode(fill(L("savedata", "Your browser asks to save data: the planner downloads {size} MB."), {size: MB(dl.total)}) + " "), go);
+      root.dataset.ldfState = "waiting";
       return;
     }
-    clearInterval(tick);
-    const ready = performance.now();
-    update();
-    status(`${L("ready")} (${((ready - t0) / 1000).toFixed(1)} s)`, "ready");
-    root.dataset.ldfReady = ready.toFixed(0);           // ms since navigation start
-    root.dataset.ldfLoadMs = (ready - t0).toFixed(0);   // ms from this script's start
+    startWorker();
   }
   boot();
 }

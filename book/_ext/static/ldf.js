@@ -136,7 +136,8 @@ var splitQuery = (function () {
         big.classList.remove("ldf-zoomable");
         var close = document.createElement("button");
         close.type = "button"; close.className = "ldf-figure-close";
-        close.textContent = "×"; close.setAttribute("aria-label", "close");
+        close.textContent = "×";
+        close.setAttribute("aria-label", document.documentElement.lang === "zh-CN" ? "关闭" : "close");
         d.appendChild(close); d.appendChild(big);
         close.addEventListener("click", function () { d.close(); });
         d.addEventListener("close", function () { d.remove(); });

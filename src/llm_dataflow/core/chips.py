@@ -13,22 +13,31 @@ depends on the generation and on the kernel:
   signals arrival, optional multicast to a cluster) — no registers on the way; ``wgmma.mma_async``
   (a warpgroup of 4 warps) reads B *from shared memory* (A from shared memory or registers) and
   accumulates into registers.
-* **Data-centre Blackwell** (B200, sm_100a; the consumer RTX 50 series, sm_120, has no
-  ``tcgen05`` and no TMEM — its preset says ``tmem_per_sm_bytes = 0``): the TMA still feeds
-  shared memory; ``tcgen05.mma`` (issued by one thread) reads B from shared memory, A from shared memory or **TMEM**, and keeps the
-  accumulator in **Tensor Memory (TMEM)**, a 256 KiB per-SM store beside the tensor cores
-  (``tcgen05.ld`` moves results TMEM → registers for the epilogue).
+* **Data-centre Blackwell** (B200/GB200, sm_100a; B300/GB300, sm_103a, has the same ``tcgen05`` and TMEM
+  — PTX ISA, tcgen05 "Target ISA notes": sm_100a and the sm_100f family; the consumer RTX 50
+  series, sm_120, has no ``tcgen05`` and no TMEM — its preset says ``tmem_per_sm_bytes = 0``): the
+  TMA still feeds shared memory; ``tcgen05.mma`` (issued by one thread) reads B from shared memory,
+  A from shared memory or **TMEM**, and keeps the accumulator in **Tensor Memory (TMEM)**, a 256 KiB
+  per-SM store beside the tensor cores.  ``tcgen05.cp`` copies shared memory → TMEM,
+  ``tcgen05.st`` registers → TMEM, and ``tcgen05.ld`` TMEM → registers (the epilogue reads the
+  finished tile that way).
 * **No reuse, nothing to stage for it** (:data:`DECODE_GEMV_PATH`): a batch-1 decode projection
-  (a GEMV) uses each weight once; TensorRT-LLM's weight-only batched GEMV reads the weights with
-  wide vector loads straight into registers, on every generation
-  (``cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv/kernel.h``: weights global → registers,
-  dequantised and accumulated there; only the per-group scales go through shared memory).  Other
-  batch-1 kernels stage the weights anyway, to pipeline asynchronous copies and hide latency
-  (Marlin's quantised GEMM: ``cp.async`` into a 4-stage shared-memory ring).
+  (a GEMV) uses each weight once.  TensorRT-LLM's weight-only batched GEMV loads the quantised
+  weights, the per-group scales and the zero points alike, with vector loads from global memory
+  straight into registers (``GMemIterator``: ``scales_iterator.load(vec_scale, iter)``,
+  ``zeros_iterator.load(vec_zero, iter)``), dequantises and accumulates there, on every
+  generation; its only shared memory is the epilogue's cross-warp reduction buffer,
+  ``__shared__ float shmem[CtaM * CtaN * Interleave * WarpNum]``, where the warps add their
+  partial sums (NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/kernels/weightOnlyBatchedGemv/kernel.h`` at
+  6b57f8bb4b7d3fb279bfcc9729ff7e2de4df6576, after PR #5420 of 2025-06-30, launched with 0 bytes
+  of dynamic shared memory; ``utility.h``, ``epilogue``).  A closed, unmerged pull request (#2213,
+  2024) staged the scales and zero points in shared memory; main does not.  Other batch-1
+  kernels stage the weights anyway, to pipeline asynchronous copies and hide latency (Marlin's
+  quantised GEMM: ``cp.async`` into a 4-stage shared-memory ring).
 
 TMA and TMEM are different things: the TMA is a *copy engine* (global ↔ shared), TMEM is a
 *memory* (tensor-core accumulators).  Hopper has the TMA and no TMEM; data-centre Blackwell
-(sm_100) has both.
+(sm_100, sm_103) has both.
 
 The capacities (registers, shared memory, L2, TMEM per SM, HBM bandwidth) are not repeated here:
 each row names a ``hardware`` preset and reads them from its :class:`~llm_dataflow.HardwareSpec`.
@@ -165,22 +174,26 @@ GENERATIONS: dict[str, ChipGeneration] = {
 TMA_VS_TMEM: dict[str, str] = {
     "TMA (Tensor Memory Accelerator)": "a copy engine in each SM (Hopper and later): moves a whole "
     "tile between global and shared memory from one instruction (cp.async.bulk.tensor); holds no data",
-    "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (data-centre Blackwell, sm_100): holds tensor-core "
-    "accumulators (and "
-    "optionally operand A) for tcgen05.mma; filled and drained by tcgen05.mma / tcgen05.cp / tcgen05.ld",
+    "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (data-centre Blackwell: sm_100 B200/GB200, sm_103 "
+    "B300/GB300): holds tensor-core accumulators (and optionally operand A) for tcgen05.mma; written by "
+    "tcgen05.mma, tcgen05.cp (from shared memory) and tcgen05.st (from registers), read out by tcgen05.ld",
 }
 
 #: Where TensorRT-LLM's batch-1 GEMV (a decode projection, M = 1) keeps its weights on every
 #: generation: each weight is used once, so no tile is staged in shared memory (source: TensorRT-LLM
-#: ``weightOnlyBatchedGemv/kernel.h``, a GMemIterator loads weights into registers).  Not every
-#: GEMV does this: Marlin stages the weights in shared memory to pipeline its copies.
+#: ``weightOnlyBatchedGemv/kernel.h``: GMemIterators load the weights, scales and zero points into
+#: registers; the only shared memory is the epilogue's cross-warp reduction buffer — module
+#: docstring).  Not every GEMV does this: Marlin stages the weights in shared memory to pipeline
+#: its copies.
 DECODE_GEMV_PATH = ("global → registers (TensorRT-LLM's weight-only GEMV: wide vector loads, each weight "
                     "used once, nothing staged in shared memory; Marlin stages them to pipeline its "
                     "copies); accumulate in registers")
 
 #: NVIDIA's names for the on-chip storage of an SM and the nearest AMD (CDNA, ROCm docs "GPU
 #: specifications" and "Compute unit") and Intel (Xe, oneAPI GPU Optimization Guide) terms.  Sizes
-#: differ; the roles are close, not identical.
+#: differ; the roles are close, not identical.  TMEM has no counterpart on either: CDNA's MFMA
+#: instructions accumulate in AccVGPRs, which are vector registers (part of each SIMD's register
+#: file, allocated per wavefront like the VGPRs), not a separate memory.
 ON_CHIP_NAMES: list[dict[str, str]] = [
     {"role": "per-thread registers", "NVIDIA": "register file (64 K × 32-bit per SM)",
      "AMD": "VGPRs (and AccVGPRs for matrix accumulators)", "Intel": "GRF (general register file)"},
@@ -188,8 +201,8 @@ ON_CHIP_NAMES: list[dict[str, str]] = [
      "AMD": "LDS (local data share)", "Intel": "SLM (shared local memory)"},
     {"role": "per-SM cache of global memory", "NVIDIA": "L1 (same array as shared memory, split by a carveout)",
      "AMD": "vL1D (vector L1 cache)", "Intel": "L1 cache (shares storage with SLM)"},
-    {"role": "tensor-core accumulator memory", "NVIDIA": "TMEM (data-centre Blackwell)", "AMD": "AccVGPRs (CDNA)",
-     "Intel": "— (accumulators in the GRF)"},
+    {"role": "tensor-core accumulator memory", "NVIDIA": "TMEM (data-centre Blackwell)",
+     "AMD": "— (accumulators in AccVGPRs: registers)", "Intel": "— (accumulators in the GRF)"},
     {"role": "device-wide cache", "NVIDIA": "L2", "AMD": "L2 per XCD, Infinity Cache (MI300)",
      "Intel": "L2 / last-level cache"},
 ]

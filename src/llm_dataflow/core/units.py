@@ -13,7 +13,7 @@ import numbers
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "DTYPE_BITS", "dtype_bits", "dtype_bytes", "check_dtype",
-    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "measured_count", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
+    "fmt_bytes", "fmt_gb", "fmt_gib", "fmt_measured", "MEASURED_MARK", "measured_count", "fmt_num", "fmt_si", "fmt_time", "MAX_DIGITS",
     "require_positive", "require_nonnegative",
 ]
 # also public, for the other modules of the core (not re-exported by ``ldf``): no_overflow, Overflow
@@ -270,7 +270,12 @@ def measured_count() -> int:
     return _MEASURED[0]
 
 
-def fmt_measured(value: float, unit: str, digits: int = 3, *, modelled: bool = False) -> str:
+#: The mark of a measured value in a table whose column header says "measured" once
+#: (:func:`fmt_measured` with ``mark=True``): ``'41.2 GB/s†'``.
+MEASURED_MARK = "\u2020"
+
+
+def fmt_measured(value: float, unit: str, digits: int = 3, *, modelled: bool = False, mark: bool = False) -> str:
     """Format a *measured* number as ``'<value> <unit> (measured)'``.
 
     Every number that depends on the reader's machine goes through this function, so that one
@@ -278,13 +283,21 @@ def fmt_measured(value: float, unit: str, digits: int = 3, *, modelled: bool = F
     outputs, while analytic numbers stay compared exactly.  ``modelled=True`` tags a number the
     model computes *from* measured ones but that nothing measured (an overlap that was not run,
     the rate a table read would need): ``'<value> <unit> (modelled from measured)'``.
+    ``mark=True`` is for a table cell whose column header says "(measured)" once: the value
+    carries only :data:`MEASURED_MARK`, ``'41.2 GB/s†'`` (``unit`` may be ``""``: ``'41.2†'``),
+    which the sanitizer masks the same way.
 
     Raises:
         ValueError: ``value`` not a number, ``unit`` not a string, ``digits`` not an integer in
-            0..:data:`MAX_DIGITS`.
+            0..:data:`MAX_DIGITS`; ``mark`` together with ``modelled``.
     """
     value, unit, digits = _number("value", value), _text("unit", unit), _digits(digits)
+    if mark and modelled:
+        raise ValueError("mark=True with modelled=True is not allowed: a modelled value is tagged in words")
     _MEASURED[0] += 1
+    if mark:
+        text = "nan" if not math.isfinite(value) else f"{value:.{digits}g}"
+        return f"{text} {unit}{MEASURED_MARK}" if unit else f"{text}{MEASURED_MARK}"
     tag = "(modelled from measured)" if modelled else "(measured)"
     if not math.isfinite(value):
         return f"nan {unit} {tag}"

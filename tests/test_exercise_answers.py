@@ -88,23 +88,29 @@ def test_ch04_solutions():
 
 
 def test_ch05_solutions():
-    # summary: 7e9 BF16 weights on an H100 take >= 4.18 ms (<= 239 steps/s); batch 8 reads 1.75 GB/token
-    t7 = ldf.decode_step_lower_bound(7e9, "H100-SXM")
-    assert round(t7 * 1e3, 2) == 4.18 and int(1 / t7) == 239
-    assert round(ldf.decode_step_bounds(7e9, "H100-SXM", batch=8).bytes_per_token / 1e9, 2) == 1.75
-    assert ldf.critical_batch(7e9, "H100-SXM") == 296
-    # summary: a dense prefill crosses the ridge past a few hundred tokens
-    first = {hw: next(T for T in range(1, 4096) if ldf.prefill_bounds("Llama-3-8B", hw, T).bound == "compute")
-             for hw in ("H100-SXM", "A100-80GB-SXM")}
-    assert first == {"H100-SXM": 317, "A100-80GB-SXM": 165}
-    # exercise 1: 29.2 ms, ~34 steps/s; the model does not fit one H200 (126.9 GB after the reserve)
+    # the summary and the prose numbers are pinned in tests/test_prose_ch05.py; here the exercises
+    # exercise 1: 29.2 ms, ~34 steps/s; 140 GB of weights, no room in one 141 GB H200 once the
+    # runtime's reserve is set aside (whatever the capacity convention: issue 42)
     t70 = ldf.decode_step_lower_bound(70e9, "H200")
     assert round(t70 * 1e3, 1) == 29.2 and int(1 / t70) == 34
-    assert round(0.9 * ldf.hardware("H200").memory_bytes / 1e9, 1) == 126.9
+    assert ldf.weight_bytes_read(70e9, "bf16") == 140e9 and ldf.hardware("H200").memory_bytes == 141e9
     assert not ldf.memory_fit("Llama-3.1-70B", "H200").fits
-    # exercise 2: 4-bit weights cut the weights-only critical batch fourfold
+    # exercise 2: 4-bit weights, BF16 compute: 0.5 x 295.3 / 2 = 73.8 -> 74, a quarter of 296
+    assert round(0.5 * ldf.ridge_point("H100-SXM", "bf16") / 2, 1) == 73.8
     assert ldf.critical_batch(7e9, "H100-SXM", 0, "int4") == 74 == 296 // 4
-    # exercise 3: 131,072 B/token; the decode step reads 15.01 GB of weights (embedding rows
+    # exercise 3: Mixtral-8x7B, 46.7 of which 12.9 billion active; 154 x 3.63 ~ 560 on an A100
+    mx = ldf.model_config("Mixtral-8x7B")
+    total, active = ldf.param_count(mx), ldf.param_count(mx, active=True)
+    assert (round(total / 1e9, 1), round(active / 1e9, 1), round(total / active, 2)) == (46.7, 12.9, 3.63)
+    assert ldf.critical_batch(7e9, "A100-80GB-SXM") == 154 and round(154 * total / active, -1) == 560
+    assert round(ldf.ridge_point("A100-80GB-SXM", "bf16")) == 153
+    assert ldf.critical_batch("Mixtral-8x7B", "A100-80GB-SXM") == 560
+    # exercise 4: H/H_kv = 64/8 = 8 and 28/4 = 7 FLOP/B
+    for name, want in (("Llama-3.1-70B", 8), ("Qwen2.5-7B", 7)):
+        cfg = ldf.model_config(name)
+        got = (ldf.attention_flops_per_token(cfg, 1) / cfg.n_layers) / (ldf.kv_bytes_per_token(cfg) / cfg.n_layers)
+        assert got == want == cfg.n_heads / cfg.n_kv_heads
+    # exercise 5: 131,072 B/token; the decode step reads 15.01 GB of weights (embedding rows
     # gathered) -> ~114,500 tokens; batch 64 -> under 1,800
     c8 = ldf.model_config("Llama-3-8B")
     assert ldf.kv_bytes_per_token(c8) == 32 * 2 * 8 * 128 * 2 == 131_072
@@ -112,31 +118,12 @@ def test_ch05_solutions():
     assert round(read / 1e9, 2) == 15.01
     n = read / 131_072
     assert round(n, -2) == 114_500 and 1_700 < n / 64 < 1_800
-    # section 6's caption: 33.6 MB of KV per sequence at context 256
-    assert round(256 * 131_072 / 1e6, 1) == 33.6
-    # section 7 and the summary: a chunk at vLLM's smallest default budget (2,048 tokens per step,
-    # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: 2,048 or 8,192 for the API server,
-    # 8,192 or 16,384 for the LLM class) is compute-bound on both chips
-    assert {hw: ldf.prefill_bounds("Llama-3-8B", hw, 2048).bound for hw in ("H100-SXM", "A100-80GB-SXM")} \
-        == {"H100-SXM": "compute", "A100-80GB-SXM": "compute"}
-    # sections 1 and 7: MoE experts reached, per-kernel critical batches with context (H100, BF16)
-    assert [round(ldf.expected_experts_hit(256, 8, b)) for b in (16, 128)] == [102, 252]
-    from llm_dataflow.core.roofline import critical_batch_per_kernel
-    assert critical_batch_per_kernel("DeepSeek-V3", "H100-SXM", 4096).dense_part == 565
-    assert critical_batch_per_kernel("Mixtral-8x7B", "H100-SXM", 1024).dense_part == float("inf")
-    # section 1, MLA on an H100: at 32K tokens of context no batch makes the step compute-bound
-    assert ldf.critical_batch("DeepSeek-V3", "H100-SXM", 32768) == float("inf")
-    # section 1, MLA: FlashMLA's FP8 cache 656 B per token and layer against the BF16 latent's
-    # 1,152 (deepseek-ai/FlashMLA README @9241ae3); DeepSeek-V3's weights in FP8 fit no one GPU
-    assert round(1152 / 656, 2) == 1.76
-    # FlashMLA's deep-dive (docs/20250422-new-kernel-deep-dive.md): ~865 TFLOP/s at ~1,600 MHz, 3.35 TB/s
-    assert round(865e12 / 3.35e12) == 258
-    assert round(ldf.weight_bytes(ldf.model_config("DeepSeek-V3"), "fp8") / 1e9) == 673
-    # exercise 4: T = 16 is memory-bound at ~16 FLOP/B, about one decode step; T = 1024 compute-bound
-    p16, p1k = ldf.prefill_bounds("Llama-2-7B", "H100-SXM", 16), ldf.prefill_bounds("Llama-2-7B", "H100-SXM", 1024)
-    assert (round(p16.intensity, 1), p16.bound) == (15.7, "memory")
-    assert round(p16.time_s * 1e3, 2) == 3.95 and round(ldf.decode_step_lower_bound("Llama-2-7B", "H100-SXM") * 1e3, 2) == 3.94
-    assert (round(p1k.intensity), p1k.bound) == (984, "compute")
+    # exercise 6: 200 tokens: compute-bound on an A100 (crossing 165), memory-bound on an H100
+    # (crossing 317), about as long as one decode step there
+    assert ldf.prefill_bounds("Llama-3-8B", "A100-80GB-SXM", 200).bound == "compute"
+    p200 = ldf.prefill_bounds("Llama-3-8B", "H100-SXM", 200)
+    assert p200.bound == "memory"
+    assert abs(p200.time_s / ldf.decode_step_lower_bound("Llama-3-8B", "H100-SXM") - 1) < 0.01
 
 
 def test_ch00_prose_numbers():
@@ -309,14 +296,40 @@ def test_ch03_prose_and_solutions():
 def test_ch06_solutions():
     from torch.utils.flop_counter import FlopCounterMode
     import torch
-    # exercise 1: 512 KiB per token, 2 GiB per 4,096-token sequence, 18 sequences in 40 GB
-    cfg = ldf.model_config("Llama-2-7B")
-    assert ldf.kv_bytes_per_token(cfg) == 32 * 2 * 32 * 128 * 2 == 512 * 1024
-    assert ldf.kv_cache_bytes(cfg, 4096) == 2 * ldf.GiB and 40 * ldf.GB // ldf.kv_cache_bytes(cfg, 4096) == 18
-    # exercise 2: DeepSeek-V3 caches 512 + 64 elements per layer and token
-    assert ldf.kv_bytes_per_token(ldf.model_config("DeepSeek-V3")) == 61 * 576 * 2
+    # exercise 1: Qwen3-30B-A3B, 48 × 2 × 4 × 128 × 2 = 98,304 B = 96 KiB per token, 3 GiB per
+    # 32,768-token sequence, 12 sequences in 40 GB
+    cfg = ldf.model_config("Qwen3-30B-A3B")
+    assert (cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, cfg.sliding_window) == (48, 4, 128, None)
+    assert ldf.kv_bytes_per_token(cfg) == 48 * 2 * 4 * 128 * 2 == 98_304 == 96 * ldf.KiB
+    assert ldf.kv_cache_bytes(cfg, 32768) == 3 * ldf.GiB and 40 * ldf.GB // ldf.kv_cache_bytes(cfg, 32768) == 12
+    # exercise 2: DeepSeek-V3 caches 512 + 64 elements per layer and token; MHA of its 128 heads
+    # with 192-dim keys and 128-dim values: 40,960 elements, 81,920 B, about 71 times more
+    ds = ldf.model_config("DeepSeek-V3")
+    assert ldf.kv_bytes_per_token(ds) == 61 * 576 * 2
+    mha = ds.n_heads * (ds.qk_nope_head_dim + ds.qk_rope_head_dim + ds.v_head_dim)
+    assert (ds.qk_nope_head_dim + ds.qk_rope_head_dim, ds.v_head_dim) == (192, 128)
+    assert mha == 40_960 and mha * 2 == 81_920 and round(81_920 / 1152) == 71
     # exercise 5: tail waste at most 15 slots; 12 for a 500-token request against 8192 - 500 reserved
     assert ldf.tail_waste(17, 16) == 15 and ldf.tail_waste(500, 16) == 12 and 8192 - 500 == 7692
+    # exercise 6: 32 sequences sharing a 1,000-token prompt, 200 tokens each: 75 blocks a sequence,
+    # 62 full prompt blocks shared, 13 own: 478 blocks with sharing, 2,400 without
+    assert ldf.blocks_needed(1200, 16) == 75 and 1000 // 16 == 62 and 1000 % 16 == 8
+    assert 62 + 32 * (75 - 62) == 478 and 32 * 75 == 2400
+    # ... as the allocator counts it: prefill once, fork 31 times, each row writes 200 tokens
+    tiny = ldf.model_config("tiny-llama")
+    pc = ldf.PagedKVCache(tiny, batch=32, num_blocks=2400, block_size=16)
+
+    def write(view, n):
+        z = torch.zeros(1, tiny.n_kv_heads, n, tiny.head_dim)
+        for layer in range(tiny.n_layers):
+            view.update(layer, z, z)
+        view.advance(n)
+    write(pc.rows(0), 1000)
+    for r in range(1, 32):
+        pc.fork(0, r)
+    for r in range(32):
+        write(pc.rows(r), 200)
+    assert pc.allocator.num_blocks - pc.allocator.num_free == 478
     # section 5: a causal tiled kernel skips the key tiles wholly in the future -- close to half of
     # the FLOPs at T = S (36 of 64 tiles run for 8 x 8 tiles of 64; n(n+1)/2 of n^2 in general)
     g = torch.Generator().manual_seed(0)

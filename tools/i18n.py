@@ -224,6 +224,10 @@ def main(argv=None) -> int:
         pots = extract()
         print(f"messages: {pots}")
         if args.cmd == "update":
+            # locale/zh_CN/LC_MESSAGES/sphinx.po is kept by hand: it holds the themes' interface
+            # strings, which the gettext builder does not extract, so updating it from sphinx.pot
+            # would turn them obsolete and the Chinese pages' buttons back into English.
+            (pots / "sphinx.pot").unlink(missing_ok=True)
             intl = Path(sys.executable).with_name("sphinx-intl")
             subprocess.run([str(intl), "update", "-p", str(pots), "-l", LANG, "-d", str(ROOT / "locale")],
                            check=True)

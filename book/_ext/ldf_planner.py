@@ -60,8 +60,9 @@ GROUPS = (
     {"key": "gpu", "dests": ["hardware", "tp", "ep"]},
     {"key": "workload", "dests": ["batch", "context", "prompt"]},
     {"key": "formats", "dests": ["weights", "kv"]},
-    {"key": "engine", "dests": ["gpu_memory_utilization", "mem_fraction_static", "max_num_batched_tokens",
-                                "non_torch_gib"], "folded": True, "rest": True},
+    {"key": "engine", "dests": ["engine", "engine_version", "gpu_memory_utilization", "mem_fraction_static",
+                                "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "cuda_graph_gib",
+                                "non_torch_gib", "allow_long_context"], "folded": True, "rest": True},
     {"key": "output", "dests": ["json", "plot"], "folded": True},
 )
 # Where ``plan --json`` reports the value an option's default resolved to, when its key is not the

@@ -522,6 +522,7 @@ function start(root) {
 
   // --- the per-GPU memory bar: every term of memory_terms, in GiB -------------------------------
   const KNOWN_TERMS = new Set(["weights", "activations", "non_torch", "kv_asked", "kv_unmet", "kv_free", "reserve"]);
+  // (a term outside this set, e.g. cuda_graphs, takes one of the four "other" colours)
   function drawBar(report, gib) {
     const terms = report.memory_terms || [];
     const cap = report.runtime_memory_bytes;
@@ -541,7 +542,7 @@ function start(root) {
         strip.append(el("span", {cls: `ldf-bar-part ldf-bar-${key}`, style: `width:${(100 * t.bytes / total).toFixed(3)}%`,
                                  "data-key": t.name, "data-bytes": String(t.bytes)}));
       }
-      if (t.bytes > 0 || !/^kv_(unmet|free)$/.test(t.name)) {
+      if (t.bytes > 0 || t.name === "kv_asked") {   // a zero term (SGLang's activations) is not drawn or listed
         legend.append(el("li", {"data-key": t.name, "data-bytes": String(t.bytes), "data-text": gib[i + 1]},
           el("span", {cls: `ldf-bar-swatch ldf-bar-${key}`}),
           el("span", {}, `${name} `, el("b", {text}), t.estimate ? ` (${L("estimate", "estimate")})` : "")));

@@ -250,3 +250,56 @@ def test_readme_shows_a_real_failed_start_explained():
                        config=str(DATA / "Llama-3.1-8B-Instruct"), hardware=RTX3090)
     run2 = got[got.index("run 2 of 2"):]
     assert block.strip() == run2.strip()
+
+
+def test_chapter06_reads_the_10517_log_with_the_package_numbers():
+    """Chapter 06's section 7 walks issue #10517's failed start line by line: its cell holds the
+    log's lines verbatim (they are in the stored log), Llama-3-8B's shapes give the same table as
+    the real Llama-3.1-8B-Instruct config.json, and every number its prose states is the one the
+    package computes here."""
+    nb = json.loads((ROOT / "notebooks" / "06_attention_kv_cache.ipynb").read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in nb["cells"]]
+    start = next(i for i, c in enumerate(cells) if c.startswith("## 7. Reading an engine's startup log"))
+    end = next(i for i, c in enumerate(cells) if c.startswith("## Summary"))
+    code = next(c for c in cells[start:end] if "LOG = " in c)
+    ns = {"ldf": ldf, "llama3": ldf.model_config("Llama-3-8B")}
+    exec(code.replace("print(ex.table())", ""), ns)   # the cell's own lines: LOG, the config, the GPU
+    assert ns["LOG"] in (LOGS / "vllm-issue-10517-llama31-8b-rtx3090.log").read_text(), "not the log as posted"
+    ex = ns["ex"]
+    real = explain(ns["LOG"], config=str(DATA / "Llama-3.1-8B-Instruct"), hardware=ns["rtx3090"])[0]
+    assert ex.table() == real.table()
+    prose = "\n".join(cells[start:end]).replace("\n   ", " ").replace("\n", " ")
+    rows = {r.term: r for r in ex.rows}
+    gib = lambda v: f"{v:.2f}"                                               # noqa: E731
+    total, util = rows["total_memory"].engine, ex.settings["gpu_memory_utilization"].value
+    w, act, nt, kv = (rows[k] for k in ("weights", "activations", "non_torch", "kv_memory"))
+    peak = 17.98                                                             # the log's peak_torch_memory
+    assert f"peak_torch_memory={peak}GiB" in ns["LOG"]
+    params = ldf.param_count(ns["llama31"])
+    flags = {c.flag.split()[0]: c for c in ex.changes}
+    mml = int(flags["--max-model-len"].flag.split()[1])
+    u = float(flags["--gpu-memory-utilization"].flag.split()[1])
+    kv_at_mml = float(flags["--max-model-len"].result.split("(")[1].split(" GiB")[0])
+    seq_bytes = ldf.kv_cache_bytes(ns["llama31"], 29_000, batch=1, dtype="bf16")
+    blocks, tokens = int(rows["gpu_blocks"].engine), int(rows["kv_tokens"].engine)
+    want = [
+        f"{params / 1e9:.2f} billion parameters at 2 B each: {gib(w.book)} GiB, {abs(100 * w.diff):.1f} % less",
+        f"{util:.2f} × {total} = {gib(util * total)} GiB",
+        f"{peak} − {gib(w.engine)} = {gib(act.engine)} GiB; the book's estimate is {gib(act.book)} GiB",
+        f"estimate it from other logs: {gib(nt.book)} GiB",
+        f"{gib(util * total)} − {peak} − {gib(nt.engine)} = {gib(kv.engine)} GiB",
+        f"{gib(kv.book)} GiB, {100 * kv.diff:.1f} % more",
+        f"16 tokens at {ldf.kv_bytes_per_token(ns['llama31']) // 1024} KiB each",
+        f"{blocks:,} × 16 = {tokens:,} tokens", f"{tokens:,} ÷ 29,000",
+        f"29,000 tokens needs {ldf.fmt_gib(seq_bytes)}, more than its {gib(kv.book)} GiB of room",
+        f"{gib(act.engine - act.book)} in the activation",
+        f"--max-model-len {mml}", f"frees {gib(kv_at_mml - kv.engine)} GiB",
+        f"to {u:.2f} adds {gib((u - util) * total)} GiB", f"leaves {gib((1 - u) * total)} GiB outside",
+        f"holds {flags['--kv-cache-dtype'].result.split(', ')[1].split(' sequences')[0]} sequences of 29,000",
+        f"holds {flags['--tensor-parallel-size'].result.split(', ')[1].split(' sequences')[0]} of them",
+    ]
+    for s in want:
+        assert s in prose, s
+    assert max(abs(r.diff) for r in ex.rows if r.diff is not None) < 0.05      # "within 5 %"
+    assert "within 5 %" in prose
+    assert f"{ldf.fmt_gib(seq_bytes)}" == "3.54 GiB" and 1 < util * total / 21.22 < 1.001

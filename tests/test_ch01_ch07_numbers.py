@@ -118,18 +118,22 @@ def test_ch01_table_as_printed():
              "INT4 AWQ, group 128": ldf.quant_spec_from_config(AWQ)}
     rows = {n: ldf.weight_bytes_breakdown(cfg, s) for n, s in specs.items()}
     rows["INT4 GPTQ as vLLM holds it"] = ldf.weight_bytes_breakdown(cfg, specs["INT4 GPTQ, group 128"], loaded=True)
-    mb = lambda x: f"{x / 1e6:,.2f}"  # noqa: E731
-    printed = {n: (round(b["values"] / 1e9, 2), mb(b["scales"]), mb(b["zero_points"]), mb(b["g_idx"]),
-                   round(b["kept"] / 1e9, 2), round(b["total"] / 1e9, 2), round(b["total"] / rows["BF16"]["total"], 4))
-               for n, b in rows.items()}
-    assert printed == {
-        "BF16": (0.0, "0.00", "0.00", "0.00", 141.11, 141.11, 1.0),
-        "FP8, 128 × 128 blocks": (68.45, "16.71", "0.00", "0.00", 4.21, 72.67, 0.515),
-        "FP8, per output row": (68.45, "26.87", "0.00", "0.00", 4.21, 72.68, 0.5151),
-        "INT4 GPTQ, group 128": (34.23, "1,069.55", "267.39", "24.90", 4.21, 39.79, 0.282),
-        "INT4 AWQ, group 128": (34.23, "1,069.55", "267.39", "0.00", 4.21, 39.77, 0.2818),
-        "INT4 GPTQ as vLLM holds it": (34.23, "1,069.55", "0.00", "0.00", 4.21, 39.5, 0.2799),
+    gb = lambda x: round(x / 1e9, 3)  # noqa: E731  (the parts table: GB, 3 decimals)
+    totals = {n: (round(b["total"] / 1e9, 2), round(b["total"] / rows["BF16"]["total"], 4)) for n, b in rows.items()}
+    assert totals == {"BF16": (141.11, 1.0), "FP8, 128 × 128 blocks": (72.67, 0.515),
+                      "FP8, per output row": (72.68, 0.5151), "INT4 GPTQ, group 128": (39.79, 0.282),
+                      "INT4 AWQ, group 128": (39.77, 0.2818), "INT4 GPTQ as vLLM holds it": (39.5, 0.2799)}
+    parts = {n: (gb(b["values"]), gb(b["scales"]), gb(b["zero_points"]), gb(b["g_idx"]), gb(b["kept"]))
+             for n, b in rows.items() if n != "BF16"}
+    assert parts == {
+        "FP8, 128 × 128 blocks": (68.451, 0.017, 0.0, 0.0, 4.205),
+        "FP8, per output row": (68.451, 0.027, 0.0, 0.0, 4.205),
+        "INT4 GPTQ, group 128": (34.226, 1.07, 0.267, 0.025, 4.205),
+        "INT4 AWQ, group 128": (34.226, 1.07, 0.267, 0.0, 4.205),
+        "INT4 GPTQ as vLLM holds it": (34.226, 1.07, 0.0, 0.0, 4.205),
     }
+    assert round(rows["INT4 GPTQ, group 128"]["total"] - rows["INT4 GPTQ as vLLM holds it"]["total"]) == 292_290_560
+    assert rows["FP8, 128 × 128 blocks"]["kept"] == 4_205_330_432 and round(4_205_330_432 / 1e9, 2) == 4.21   # "4.21 GB"
     # the printed line and the prose: 70,553,706,496 parameters, 70.55 GB at 1 B, 35.28 GB at 0.5 B;
     # INT4 scales are 1/32 of the INT4 values; the FP8 total equals chapter 01's capacity table and exercise 1
     n = ldf.param_count(cfg)

@@ -49,7 +49,9 @@ def test_placement_facts():
     assert hop.mma_instruction.startswith("wgmma") and hop.b_operand.startswith("shared")
     assert hop.accumulator.startswith("registers") and "cp.async.bulk.tensor" in hop.global_to_shared
     assert bw.mma_instruction.startswith("tcgen05.mma") and "TMEM" in bw.accumulator
-    # TMA (a copy engine) and TMEM (a memory) are different things
+    # TMA (a copy unit in each SM, not CUDA's host-transfer "copy engine") and TMEM (a memory) differ
+    assert TMA_VS_TMEM["TMA (Tensor Memory Accelerator)"].startswith("a copy unit in each SM")
+    assert "copy engine" not in TMA_VS_TMEM["TMA (Tensor Memory Accelerator)"]
     assert (amp.has_tma, hop.has_tma, bw.has_tma) == (False, True, True)
     assert (amp.has_tmem, hop.has_tmem, bw.has_tmem) == (False, False, True)
     assert bw.tmem_per_sm_bytes == 128 * 512 * 4                 # lanes × columns × 32 bit
@@ -62,7 +64,9 @@ def test_generations_table():
     hop = rows[1]
     assert hop["ridge bf16 (FLOP/B)"] == "295" and hop["shared memory / SM"] == "228 KiB"
     assert hop["L2"] == "50 MiB" and hop["HBM"] == "3,350 GB/s" and hop["global → shared"] == "TMA"
-    assert rows[2]["L2"] == "not published" and rows[2]["TMEM / SM"] == "256 KiB"
+    # B200: the preset's own note says the L2 size is not in NVIDIA's datasheet (issue 45's NIT #35)
+    assert rows[2]["L2"] == "not in NVIDIA's datasheet" and rows[2]["TMEM / SM"] == "256 KiB"
+    assert "not in NVIDIA's datasheet" in ldf.hardware("B200").notes
     # a batch-1 GEMV stages nothing: global -> registers on every generation
     assert {r["batch-1 GEMV weights"] for r in rows} == {"global → registers"}
     with pytest.raises(ValueError, match="fp8"):
@@ -88,3 +92,12 @@ def test_on_chip_names_across_vendors():
         "shared memory", "LDS (local data share)", "SLM (shared local memory)")
     assert all(set(r) == {"role", "NVIDIA", "AMD", "Intel"} for r in ldf.ON_CHIP_NAMES)
     assert "carveout" in ldf.ON_CHIP_NAMES[2]["NVIDIA"]
+
+
+def test_h100_l2_measured_is_kept_apart_and_cited():
+    """Chapter 04 sets the L2 demand of its tiles beside the one published measurement of an H100's
+    L2 bandwidth (NVIDIA publishes none): about 5.5 TB/s on an H100 PCIe."""
+    m = ldf.H100_L2_MEASURED
+    assert m["bandwidth"] == 5.5e12 and "PCIe" in m["device"] and "114 SMs" in m["device"]
+    assert "Chips and Cheese" in m["source"] and "scaling-book" in m["source"]
+    assert ldf.hardware("H100-SXM").extra == {}          # the presets hold datasheet numbers only

@@ -95,6 +95,12 @@ def test_report_verdicts():
     assert r["stages fit shared memory per SM"] == "yes" and r["accumulator fits"] == "yes"
     r = gemm_tile_report(1, 4096, 4096, "bf16", 128, 128, 64, "H100-SXM")  # decode: one token
     assert r["verdict, perfect L2 (HBM side only)"] == "memory-bound"
+    # ... so it never runs at the peak: no L2 demand "at the peak" (it would print 997.4 TB/s)
+    assert r["tile loads from L2 at the peak (TB/s)"] == "n/a: HBM-bound, the peak is out of reach"
+    assert round(gemm_traffic(1, 4096, 4096, 128, 128, 64).bandwidth_at(989.4e12) / 1e12, 1) == 997.4
+    # 32 tiles on 132 SMs: one wave, 76 % of the SM time idle
+    assert (r["output tiles"], r["waves of tiles on the SMs (one tile per SM)"], r["SM time idle in the last wave"]) == \
+        (32, 1, "76%")
     r = gemm_tile_report(16, 4096, 4096, "fp8", 128, 128, 64, "A100-80GB-SXM")
     assert r["ridge point (FLOP/B)"] == "n/a" and r["verdict, perfect L2 (HBM side only)"].startswith("n/a")
     assert r["tile loads from L2 at the peak (TB/s)"] == "n/a"
@@ -183,3 +189,21 @@ def test_logical_operand_reads_are_not_traffic():
     assert f"{need / 1e15:.2f}" == "1.98" and round(need / smem) == 64 and f"{smem / 1e12:.1f}" == "30.9"
     mma = ldf.gemm_traffic(64, 256, 16, 64, 256, 16, "bf16")
     assert (mma.x_loads + mma.w_loads) * 2 == 10_240 and mma.operand_bytes == 1_048_576
+
+
+def test_tile_waves():
+    """Tail waste: the waves of output tiles on the SMs, and the MMA work of clipped edge tiles."""
+    from llm_dataflow.gemm import tile_waves
+    w = tile_waves(4096, 4096, 128, 128, 132)
+    assert w == {"tiles": 1024, "waves": 8, "waves of work": 1024 / 132, "last wave tiles": 100,
+                 "idle share": 1 - 1024 / 1056, "useful MMA share": 1.0}
+    e = tile_waves(257, 321, 64, 64, 132)
+    assert e["tiles"] == 5 * 6 and e["useful MMA share"] == 257 * 321 / (320 * 384)
+    assert tile_waves(132, 64, 1, 64, 132)["idle share"] == 0.0           # exactly one full wave
+    r = gemm_tile_report()
+    assert (r["output tiles"], r["waves of tiles on the SMs (one tile per SM)"], r["SM time idle in the last wave"]) == \
+        (1024, 8, "3%")
+    for kw, field in ((dict(M=0), "M"), (dict(block_n=0), "block_n"), (dict(n_sms=0), "n_sms")):
+        args = dict(M=8, N=8, block_m=4, block_n=4, n_sms=2) | kw
+        with pytest.raises(ValueError, match=field):
+            tile_waves(**args)

@@ -22,8 +22,8 @@ def test_ledger_llama2_by_hand():
     assert kv_tok == 524_288
     assert by[("prefill", "KV written")].total == 512 * kv_tok
     # decode step i reads 512 + i − 1 tokens of history, i = 1..127
-    assert by[("decode", "KV history read (all steps)")].total == sum(512 + i - 1 for i in range(1, 128)) * kv_tok
-    assert by[("prefill", "prompt token IDs")].total == 512 * 4                  # INT32 IDs
+    assert by[("decode", "KV history read (sum over the steps)")].total == sum(512 + i - 1 for i in range(1, 128)) * kv_tok
+    assert by[("prefill", "prompt token IDs (host → device)")].total == 512 * 4                  # INT32 IDs
     totals = ldf.movement_totals(rows)
     assert totals["GPU↔GPU"] == 0 and sum(totals.values()) == sum(r.total for r in rows)
 

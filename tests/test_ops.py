@@ -147,6 +147,11 @@ def test_prefill_and_decode_are_regions_not_definitions():
     d = ldf.op_regions("Llama-3-8B", "decode", 512, 1024)
     assert (d["matmuls (FLOP/B)"], d["matmuls"]) == (429.4, "compute-bound")
     assert (d["attention (FLOP/B)"], d["attention"]) == (4.0, "memory-bound")
+    # ... and the whole layer, KV reads 84 % of its bytes, stays memory-bound (issue 45 review #12)
+    assert (d["layer (FLOP/B)"], d["layer"]) == (83.5, "memory-bound")
+    assert d["layer (FLOP/B)"] == round(ldf.layer_costs("Llama-3-8B", "decode", 512, 1024)["intensity (FLOP/B)"], 1)
+    assert list(d) == ["phase", "batch", "tokens", "matmuls (FLOP/B)", "attention (FLOP/B)", "other (FLOP/B)",
+                       "layer (FLOP/B)", "ridge (FLOP/B)", "matmuls", "attention", "layer"]
     assert ldf.op_regions("Llama-3-8B", "decode", 64, 1024)["matmuls (FLOP/B)"] == 62.5
     # N = B·T rows per weight read decides the matmuls, whichever phase supplies them
     assert ldf.matmul_ridge_tokens("Llama-3-8B", "H100-SXM") == 333
@@ -160,6 +165,25 @@ def test_prefill_and_decode_are_regions_not_definitions():
     assert ldf.critical_batch(ldf.model_config("Llama-3-8B"), "H100-SXM") == 297
     with pytest.raises(ValueError, match="max_tokens"):
         ldf.matmul_ridge_tokens("Llama-3-8B", max_tokens=8)
+
+
+def test_attention_floors():
+    """Eager vs fused attention: bytes from attention_traffic, FLOPs from analytic_op_costs, each
+    floor at the preset's HBM bandwidth or dtype peak; the fused kernel is compute-bound at 8,192."""
+    f = ldf.attention_floors("Llama-3-8B", 8192, "H100-SXM", "bf16")
+    e8, f8 = (sum(r + w for _, r, w in ldf.attention_traffic(1, 32, 8, 128, 8192, 8192, 2, k)) for k in ("eager", "fused"))
+    assert (f["eager bytes"], f["fused bytes"], f["bytes ratio"]) == (e8, f8, e8 / f8)
+    c = ldf.analytic_op_costs(ldf.model_config("Llama-3-8B"), 1, 8192, elem_bytes=2, attention="fused")
+    assert f["flops"] == c["attention"][0] == 4 * 32 * 8192 * 8192 * 128
+    h = ldf.hardware("H100-SXM")
+    assert f["compute time (s)"] == f["flops"] / h.peak_flops["bf16"] and f["fused HBM time (s)"] == f8 / h.hbm_bandwidth
+    assert f["fused bound"] == "compute-bound" and f["time ratio"] == f["eager HBM time (s)"] / f["compute time (s)"]
+    short = ldf.attention_floors("Llama-3-8B", 128)
+    assert short["fused bound"] == "memory-bound" and short["time ratio"] == short["bytes ratio"]
+    for kw, field in ((dict(tokens=0), "tokens"), (dict(hardware="Z100"), "hardware"), (dict(dtype="fp12"), "dtype"),
+                      (dict(hardware="A100-80GB-SXM", dtype="fp8"), "dtype"), (dict(model="nope"), "model")):
+        with pytest.raises(ValueError, match=field):
+            ldf.attention_floors(**kw)
 
 
 def test_calculators_name_bad_inputs():

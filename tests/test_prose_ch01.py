@@ -12,7 +12,12 @@ layer, ``enorm``, ``hnorm``, ``eh_proj`` and a ``shared_head`` with its norm and
 Hugging Face = 671B main model + 14B MTP) from deepseek-ai/DeepSeek-V3 README_WEIGHTS.md and
 README.md at commit 9b4e9788e4a3a731f7567338ed15d3ec549ce03b; vLLM's deepseek_mtp.py
 (``_rewrite_spec_layer_name``) loads a ``model.layers.61.embed_tokens`` and ``shared_head`` from
-the checkpoint, the copies counted here.
+the checkpoint, the copies counted here.  README_WEIGHTS.md's "11.5B unique parameters, excluding the
+shared 0.9B Embedding and 0.9B output Head" is the MTP layer alone (11.507 B here).
+
+Marlin on Turing: vllm-project/vllm PR #29901 ("[Kernel][Quantization][MoE] add marlin kernel
+support for turing (sm75)", merged) and PR #34319 ("[Doc] Update Marlin support matrix for
+Turing"); before it vLLM's Marlin kernels needed compute capability 8.0 (Ampere) or newer.
 """
 import json
 import pathlib
@@ -54,8 +59,28 @@ def test_capacity_section():
            for m in ("Llama-2-7B", "Llama-3-8B", "Llama-3.1-70B", "Mixtral-8x7B", "DeepSeek-V3")]
     assert (f"{min(fp8):.3f}", f"{max(fp8):.3f}") == ("1.003", "1.131")     # "FP8 costs 1.003–1.131 bytes"
     c8 = ldf.model_config("Llama-3-8B")
-    fits = [ldf.memory_fit(c8, "H100-SXM", "bf16", batch=b, context=8192).fits for b in (1, 8, 32, 64)]
-    assert fits == [True, True, True, False]
+    fits = [ldf.memory_fit(c8, "H100-SXM", "bf16", batch=b, context=8192).fits for b in (1, 8, 32, 54, 55, 64)]
+    assert fits == [True, True, True, True, False, False]      # "54 ... fit, and 55 do not"
+
+
+def test_engine_budget():
+    """Section 1's budget as vLLM splits it (issue 42's convention): 0.9 × 79.22 GiB on an "80 GB"
+    H100, less the weights, the activation peak of an 8,192-token test forward, 0.27 GiB outside
+    torch and 1.04 GiB of CUDA graphs; the rest is the KV room (443,392 tokens for Llama-3-8B).
+    The box: 81,559 MiB = 85.5e9 B in nvidia-smi, 79.22 GiB = 85.06e9 B as the runtime's total;
+    the B200 counted at its label.  The engine box: 1.04 and 0.27 GiB."""
+    fit = ldf.memory_fit("Llama-3-8B", "H100-SXM", "bf16", context=8192)
+    g = lambda x: round(x / 2**30, 2)   # noqa: E731
+    assert fit.fraction == ldf.GPU_MEMORY_UTILIZATION == 0.9 and g(fit.capacity) == 79.22
+    assert fit.max_num_batched_tokens == ldf.VLLM_MAX_NUM_BATCHED_TOKENS == 8192
+    assert (g(fit.budget), g(fit.weights), g(fit.activations), g(fit.non_torch), g(fit.cuda_graphs)) == (
+        71.30, 14.96, 0.90, 0.27, 1.04)
+    assert fit.kv_bytes == fit.budget - fit.weights - fit.activations - fit.non_torch - fit.cuda_graphs
+    assert g(fit.kv_bytes) == 54.13 and fit.kv_tokens == 443_392 and int(fit.max_concurrency) == 54
+    assert round(fit.capacity / 1e9, 2) == 85.06 and round(81_559 * 2**20 / 1e9, 1) == 85.5
+    assert "datasheet" in ldf.memory_fit("Llama-3-8B", "B200").total_source
+    # "within about 10 % of the logs the tests check"
+    assert "within 10 %" in ldf.ESTIMATE_NOTE
 
 
 def test_deepseek_v3_mtp_module():
@@ -66,6 +91,8 @@ def test_deepseek_v3_mtp_module():
     own = layer + 2 * ds.d_model * ds.d_model + 3 * ds.d_model      # eh_proj [D, 2D]; enorm, hnorm, shared_head.norm
     copies = 2 * ds.vocab_size * ds.d_model                         # embed_tokens and shared_head.head stored again
     assert round(own / 1e9, 2) == 11.61 and round((own + copies) / 1e9, 2) == 13.46
+    assert round(layer / 1e9, 2) == 11.51 and round(2 * ds.d_model**2 / 1e9, 2) == 0.10 and ds.d_model == 7168
+    assert round(ds.vocab_size * ds.d_model / 1e9, 2) == 0.93 and 671 + 14 == 685
     assert round(ldf.param_count(ds) / 1e9, 2) == 671.03
     total = ldf.param_count(ds) + own + copies
     assert round(total / 1e9, 2) == 684.49
@@ -97,7 +124,11 @@ def test_the_page_says_what_the_numbers_are(markdown):
     for s in ("16.06 GB", "63 GB/s", "255 ms", "436 MB", "6.92 ms", "130 µs", "53 times"):
         assert s in alt, s
     for s in ("11.61 billion", "13.46 billion", "14 B", "685 B", "93.41 GB", "90.19 GB", "22.55 GB", "0.36 s",
-              "81.16 GB", "6.9 ms", "0.13 ms", "1.003–1.131"):
+              "81.16 GB", "6.9 ms", "0.13 ms", "1.003–1.131", "11.51 billion", "11.5B", "0.93 billion",
+              "684.49 B", "79.22 GiB", "8,192 tokens", "1.04 GiB and 0.27 GiB", "22,000", "0.017 GB",
+              "0.292 GB", "PR #29901", "with readahead off"):
         assert s in markdown, s
+    assert "runtime reserve" not in markdown and "10 % runtime" not in markdown
+    assert "the default of every framework" not in markdown and "a fast drive" not in markdown
     assert "tiered storage" in markdown and "capacity bought with" in markdown   # issue 45's source-text claim
     assert markdown.count(":::{admonition} Takeaway") >= 9

@@ -77,6 +77,10 @@ def test_gather_bad_ids():
 def test_embedding_calc():
     out = ldf.embedding_calc("Llama-3-8B", 1000, 1)
     assert out["token IDs (bytes)"] == 4000 and out["hidden states per layer (MB)"] == 8.192
+    # the share of the table: two significant figures below 10 %, whole numbers above, never "0.00%"
+    share = {n: ldf.embedding_calc("Llama-3-8B", n, 1)["table read by the gather"] for n in (1, 128, 1000, 32768)}
+    assert share == {1: "0.00078%", 128: "0.10%", 1000: "0.78%", 32768: "26%"}
+    assert ldf.embedding_calc("Llama-3-8B", 32768, 64)["table read by the gather"] == "100%"
 
 
 def test_h2d_on_cpu_is_none():
@@ -85,7 +89,7 @@ def test_h2d_on_cpu_is_none():
 
 def test_ch02_prefill_cell_numbers():
     """Every number of chapter 02's assistant-prefill cell and its paragraph (issue 44, item 5;
-    the cell is in CH02_CELL.md until it is placed): 53 IDs for the generation prompt, 67 with
+    the cell sits in chapter 02, section 3, after the chat-template demo): 53 IDs for the generation prompt, 67 with
     the prefill left open (the same first 53, then 14), 68 closed (the last, 4, is <|eot_id|>),
     and both flags refused.  The flag is transformers' ``continue_final_message`` (PR #33198), also
     a field of vLLM's chat request (``vllm/entrypoints/openai/protocol.py``)."""

@@ -15,8 +15,11 @@ elements it loads and stores.  :func:`gemm_traffic` is the closed-form model of 
 * W is loaded once per row of output tiles:     ``K·N·⌈M/block_m⌉`` elements,
 * Y is stored once:                               ``M·N`` elements,
 
-exactly, also when the tiles do not divide the matrix (edge tiles are clipped, never padded:
-masked loads, as in Triton's ``tl.load(..., mask=...)``, fetch nothing outside the matrix).
+exactly, also when the tiles do not divide the matrix.  That is a convention about *bytes*: an
+edge tile's loads are clipped, never padded (masked loads, as in Triton's ``tl.load(...,
+mask=...)``, and the TMA fetch nothing outside the matrix).  *Time* is another matter: tensor-core
+instructions have fixed shapes, so an edge tile still issues full-size MMAs, and a last wave of
+tiles that does not fill the SMs leaves some idle (:func:`tile_waves`).
 ``block_k`` does not change the traffic, only the working-set size.
 
 Shapes use M (rows of X and Y; tokens in a linear layer), K (reduction; D in a projection) and
@@ -32,7 +35,7 @@ import torch
 from .core.hardware import HardwareSpec, arithmetic_intensity, hardware, ridge_point
 from .core.units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_positive
 
-__all__ = ["GemmTraffic", "tiled_matmul", "gemm_traffic", "gemm_tile_report", "TORCH_DTYPE_NAMES",
+__all__ = ["GemmTraffic", "tiled_matmul", "gemm_traffic", "gemm_tile_report", "tile_waves", "TORCH_DTYPE_NAMES",
            "ACCUMULATOR_BYTES"]
 
 #: torch dtypes the kernel accepts, with the book's dtype names (``units.DTYPE_BITS``).
@@ -203,6 +206,40 @@ def gemm_traffic(M: int, N: int, K: int, block_m: int, block_n: int, block_k: in
                        tiles=tm * tn, k_steps=tk)
 
 
+def tile_waves(M: int, N: int, block_m: int, block_n: int, n_sms: int) -> dict:
+    """Tail waste of a tiled GEMM: what clipping the edge tiles' *bytes* does not save in *time*.
+
+    Two effects, each modelled simply (one output tile per SM at a time, every tile taking the
+    same time, as a non-persistent or a simple persistent kernel schedules them):
+
+    * **waves**: ``tiles = ⌈M/b_m⌉·⌈N/b_n⌉`` output tiles run ``n_sms`` at a time, so
+      ``⌈tiles / n_sms⌉`` waves; the last one leaves ``n_sms − last`` SMs idle.  4096² in
+      128 × 128 tiles on an H100's 132 SMs: 1,024 tiles, 7.76 waves of work in 8, 3.0 % of the
+      SM time idle.
+    * **edge tiles**: an MMA instruction has a fixed shape, so a tile that sticks out of the
+      matrix still computes its full ``b_m × b_n`` (for instructions as large as the tile; a
+      kernel can pick a smaller last instruction).  The 257 × 321 output of chapter 04's teaching
+      shape in 64 × 64 tiles computes 320 × 384 outputs, 67 % of them useful.  A ``wgmma`` needs
+      64 rows per warpgroup, so an M = 16 GEMM uses a quarter of the MMA rows it issues.
+
+    Returns:
+        ``{"tiles", "waves", "waves of work", "last wave tiles", "idle share", "useful MMA share"}``:
+        ints, ``tiles / n_sms`` (a float), and the two shares in 0..1 (idle SM time over all waves;
+        useful outputs over the outputs the full-size tiles compute).
+
+    Raises:
+        ValueError: a non-positive size, tile side or ``n_sms``.
+    """
+    for f, v in (("M", M), ("N", N), ("block_m", block_m), ("block_n", block_n), ("n_sms", n_sms)):
+        require_positive(f, v)
+    tm, tn = math.ceil(M / block_m), math.ceil(N / block_n)
+    tiles = tm * tn
+    waves = math.ceil(tiles / n_sms)
+    return {"tiles": tiles, "waves": waves, "waves of work": tiles / n_sms,
+            "last wave tiles": tiles - (waves - 1) * n_sms, "idle share": 1 - tiles / (waves * n_sms),
+            "useful MMA share": M * N / (tm * block_m * tn * block_n)}
+
+
 def tiled_matmul(X: torch.Tensor, W: torch.Tensor, block_m: int = 64, block_n: int = 64,
                  block_k: int = 32) -> tuple[torch.Tensor, GemmTraffic]:
     """``Y = X @ W`` computed one output tile at a time, counting global loads and stores.
@@ -314,7 +351,10 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
         :func:`gemm_traffic`'s) — FLOP, global bytes (tile
         loads + stores), compulsory bytes, the two intensities (FLOP/B), reuse per loaded byte,
         the ridge point (FLOP/B), the verdict for each intensity (the perfect-L2 one for HBM's side
-        only), the tile loads' bandwidth from L2 at the peak (TB/s); input bytes per stage, the
+        only), the tile loads' bandwidth from L2 at the peak (TB/s; ``"n/a: HBM-bound, …"`` where
+        the perfect-L2 verdict is memory-bound, since such a GEMM never runs at the peak: 997 TB/s
+        for M = 1 would be a rate no kernel asks for); the output tiles, the waves they take on
+        ``hw``'s SMs and the SM time idle in the last wave (:func:`tile_waves`); input bytes per stage, the
         pipeline stages, the shared memory they need, whether they fit and the most stages that
         fit; accumulator bytes, where it lives, its share of that storage and whether it fits.
 
@@ -337,6 +377,15 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
             return f"n/a: no published {dtype} peak for {spec.name}"
         return "compute-bound" if ai >= ridge else "memory-bound"
 
+    # The L2 side of the peak only means something where HBM's side lets the kernel reach the peak:
+    # a GEMM that is memory-bound even with perfect L2 (a decode GEMV, M = 1) never runs there.
+    if ridge is None:
+        l2_at_peak = "n/a"
+    elif t.compulsory_intensity < ridge:
+        l2_at_peak = "n/a: HBM-bound, the peak is out of reach"
+    else:
+        l2_at_peak = round(t.bandwidth_at(spec.peak_flops[dtype]) / 1e12, 1)
+    waves = tile_waves(M, N, block_m, block_n, spec.n_sms)
     smem = stages * t.stage_bytes                     # bytes of shared memory the input pipeline needs
     if spec.tmem_per_sm_bytes > 0:                    # Blackwell: tcgen05.mma accumulates in TMEM
         home, cap = "Tensor Memory (TMEM)", spec.tmem_per_sm_bytes
@@ -354,8 +403,10 @@ def gemm_tile_report(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "
         "ridge point (FLOP/B)": round(ridge, 1) if ridge is not None else "n/a",
         "verdict, no L2 reuse": verdict(t.arithmetic_intensity),
         "verdict, perfect L2 (HBM side only)": verdict(t.compulsory_intensity),
-        "tile loads from L2 at the peak (TB/s)": (round(t.bandwidth_at(spec.peak_flops[dtype]) / 1e12, 1)
-                                                  if ridge is not None else "n/a"),
+        "tile loads from L2 at the peak (TB/s)": l2_at_peak,
+        "output tiles": waves["tiles"],
+        "waves of tiles on the SMs (one tile per SM)": waves["waves"],
+        "SM time idle in the last wave": f"{waves['idle share']:.0%}",
         "input tiles per stage": fmt_bytes(t.stage_bytes, binary=True),
         "pipeline stages": stages,
         "shared memory, stages × input tiles": fmt_bytes(smem, binary=True),

@@ -3,7 +3,8 @@
 The ledger follows one request through a dense decoder on one GPU and counts, for each kind of
 movement, how many bytes move and how often:
 
-* host → device: weights once at load; prompt token IDs once; sampled IDs back each step;
+* host ↔ device (the PCIe link, both directions): weights once at load; prompt token IDs once;
+  sampled IDs back each step;
 * HBM → on-chip: weights read once per forward pass (prefill, then every decode step), the KV
   history read by attention;
 * on-chip → HBM: new K/V written, the residual stream handed from layer to layer, logits (read
@@ -24,7 +25,11 @@ tokens route to (uniform routing).
 from __future__ import annotations
 
 import os
+import statistics
+import time
 from dataclasses import dataclass
+
+import torch
 
 from .core.accounting import kv_bytes, kv_read_over_steps, weight_bytes, weight_bytes_read
 from .core.config import ModelConfig, as_model_config, model_config
@@ -33,13 +38,15 @@ from .core.formats import as_precision_plan
 from .core.hardware import HardwareSpec, hardware, link
 from .core.kv import kv_token_bytes
 from .core.units import GB, check_dtype, dtype_bits, no_overflow, require_positive
+from .measure import device as default_device
 from .memory import cache_levels, memory_mountain, past_last_level_bytes
 
 __all__ = ["LedgerRow", "request_ledger", "movement_totals", "movement_times", "MemoryTier", "memory_tiers", "reader_tiers", "tier_probe_bytes", "physical_ram_bytes",
-           "ledger_summary", "MOVEMENTS"]
+           "ledger_summary", "MOVEMENTS", "host_round_trip_seconds"]
 
-#: The four kinds of movement of chapter 00.
-MOVEMENTS = ("host→device", "HBM→on-chip", "on-chip→HBM", "GPU↔GPU")
+#: The four kinds of movement of chapter 00.  ``"host↔device"`` is the PCIe link in both
+#: directions: the weights and token IDs go in, the sampled token IDs come back.
+MOVEMENTS = ("host↔device", "HBM→on-chip", "on-chip→HBM", "GPU↔GPU")
 
 
 @dataclass(frozen=True)
@@ -48,11 +55,11 @@ class LedgerRow:
 
     Attributes:
         phase: ``"load"``, ``"prefill"`` or ``"decode"``.
-        movement: one of :data:`MOVEMENTS` (device→host copies of sampled IDs are listed under
-            ``"host→device"``, the PCIe link, with the direction in ``item``).
+        movement: one of :data:`MOVEMENTS` (``"host↔device"`` is the PCIe link; ``item`` gives
+            the direction, device → host for the sampled IDs).
         item: what moves.
-        bytes_each: bytes per occurrence (for KV reads, the total over all decode steps is given
-            with ``count=1`` because the context grows each step; MoE expert reads are expected
+        bytes_each: bytes per occurrence (for the decode steps' KV reads, the sum over all steps
+            is given with ``count=1``, because each step reads one token more than the last; MoE expert reads are expected
             values, rounded to whole bytes).
         count: occurrences.
     """
@@ -106,8 +113,8 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
     steps = output_len - 1
     kv_read_decode = kv_read_over_steps(cfg, P, steps, B, kvd)
     rows = [
-        LedgerRow("load", "host→device", "weights: storage → host DRAM → HBM", wb, 1),
-        LedgerRow("prefill", "host→device", "prompt token IDs", B * P * idb, 1),
+        LedgerRow("load", "host↔device", "weights: storage → host DRAM → HBM", wb, 1),
+        LedgerRow("prefill", "host↔device", "prompt token IDs (host → device)", B * P * idb, 1),
         LedgerRow("prefill", "HBM→on-chip", "weights (one pass for all prompt tokens)", read_prefill, 1),
         LedgerRow("prefill", "HBM→on-chip", "KV read by attention (ideal: once per pass)", kv_bytes(cfg, P, B, kvd), 1),
         LedgerRow("prefill", "on-chip→HBM", "KV written", kv_bytes(cfg, P, B, kvd), 1),
@@ -115,15 +122,15 @@ def request_ledger(cfg: ModelConfig, prompt_len: int, output_len: int, batch: in
         LedgerRow("prefill", "HBM→on-chip", "hidden states read by the next layer", L * B * P * D * act, 1),
         LedgerRow("prefill", "on-chip→HBM", "last-position logits (FP32)", B * V * 4, 1),
         LedgerRow("prefill", "HBM→on-chip", "logits read by the sampler", B * V * 4, 1),
-        LedgerRow("prefill", "host→device", "first sampled token ID (device → host)", B * idb, 1),
+        LedgerRow("prefill", "host↔device", "first sampled token ID (device → host)", B * idb, 1),
         LedgerRow("decode", "HBM→on-chip", "weights (once per step)", read_step, steps),
-        LedgerRow("decode", "HBM→on-chip", "KV history read (all steps)", kv_read_decode, 1),
+        LedgerRow("decode", "HBM→on-chip", "KV history read (sum over the steps)", kv_read_decode, 1),
         LedgerRow("decode", "on-chip→HBM", "KV of the new token", B * kv_tok, steps),
         LedgerRow("decode", "on-chip→HBM", "hidden states written at each layer's end", L * B * D * act, steps),
         LedgerRow("decode", "HBM→on-chip", "hidden states read by the next layer", L * B * D * act, steps),
         LedgerRow("decode", "on-chip→HBM", "logits (FP32)", B * V * 4, steps),
         LedgerRow("decode", "HBM→on-chip", "logits read by the sampler", B * V * 4, steps),
-        LedgerRow("decode", "host→device", "sampled token IDs (device → host)", B * idb, steps),
+        LedgerRow("decode", "host↔device", "sampled token IDs (device → host)", B * idb, steps),
     ]
     return rows
 
@@ -146,8 +153,9 @@ def movement_times(rows: list[LedgerRow], hw: HardwareSpec | str) -> dict:
     """The least time (s) each kind of movement of :func:`request_ledger`'s rows takes on ``hw``:
     its bytes over the bandwidth of the path it uses, ``time = bytes / bandwidth``.
 
-    * ``"host→device"``: over ``hw``'s host link (PCIe, per direction). A lower bound for the
-      load row, whose storage read and host copies come first (chapter 01 times them).
+    * ``"host↔device"``: over ``hw``'s host link (PCIe, per direction; the sampled IDs that come
+      back are counted at the same rate). A lower bound for the load row, whose storage read and
+      host copies come first (chapter 01 times them).
     * ``"HBM→on-chip"`` and ``"on-chip→HBM"``: over HBM's datasheet bandwidth, one figure that
       reads and writes share; so the two together take at least their sum.
     * ``"GPU↔GPU"``: over ``hw``'s NVLink per direction (0 s when nothing moves; ``math.inf``
@@ -167,10 +175,39 @@ def movement_times(rows: list[LedgerRow], hw: HardwareSpec | str) -> dict:
     tot = movement_totals(rows)
     nv = None if hw.nvlink in (None, "", "none") else link(hw.nvlink).bandwidth_per_direction
     gpu = tot["GPU↔GPU"]
-    return {"host→device": tot["host→device"] / link(hw.host_link).bandwidth_per_direction,
+    return {"host↔device": tot["host↔device"] / link(hw.host_link).bandwidth_per_direction,
             "HBM→on-chip": tot["HBM→on-chip"] / hw.hbm_bandwidth,
             "on-chip→HBM": tot["on-chip→HBM"] / hw.hbm_bandwidth,
             "GPU↔GPU": 0.0 if gpu == 0 else (gpu / nv if nv else float("inf"))}
+
+
+def host_round_trip_seconds(dev: torch.device | str | None = None, repeat: int = 50) -> float | None:
+    """Median seconds of one host round trip on a GPU: launch a one-element kernel, then copy its
+    4-byte INT32 result to the host with ``.item()``, which waits for the GPU to finish — what a
+    decode loop that samples on the host pays once per step, before it can launch the next.
+    ``None`` when ``dev`` (default :func:`~llm_dataflow.measure.device`) is the CPU: there is no
+    host link to cross.
+
+    It counts the launch, the wait and the device → host copy, not the relaunch of a whole step's
+    kernels that an eager loop adds.  Expect microseconds: far above the 4 bytes' time on the
+    link (4 B ÷ 63 GB/s ≈ 0.06 ns), which is bytes ÷ bandwidth, not the link's latency.
+
+    Raises:
+        ValueError: ``repeat`` not a positive integer.
+    """
+    require_positive("repeat", repeat)
+    dev = default_device() if dev is None else torch.device(dev)
+    if dev.type != "cuda":
+        return None
+    x = torch.zeros(1, dtype=torch.int32, device=dev)
+    for _ in range(3):                       # warm-up: the kernel's first launch loads its module
+        (x + 1).item()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        (x + 1).item()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 @dataclass(frozen=True)

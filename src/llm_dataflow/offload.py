@@ -184,6 +184,8 @@ def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: 
     Returns:
         dict with ``"layers"`` (the per-layer table of :func:`offload_table`), ``"wall_resident"``,
         ``"wall_serial"``, ``"wall_overlap"`` (s, measured, best of ``repeat``; ``wall_overlap`` is ``None`` on CPU),
+        ``"wall_resident_runs"`` and ``"wall_serial_runs"`` (every repetition's wall, s: their spread is
+        this machine's timing noise, against which to read the walls' difference),
         ``"non_layer_s"`` (s, measured in the serial streamed run: embedding and context before the
         first layer, final norm and LM head after the last; ``"non_layer_resident_s"`` the same in
         the resident run), ``"model_serial"`` = non-layer + Σ(copy + compute) and
@@ -258,6 +260,7 @@ def offload_run(cfg: ModelConfig | str = "tiny-llama", batch: int = 1, seq_len: 
         diff = max(diff, float((res[-1][0].float() - ovl[-1][0].float()).abs().max()))
     return {"layers": frame, "wall_resident": med(x[2] for x in res), "wall_serial": med(x[3] for x in ser),
             "wall_overlap": med(x[3] for x in ovl) if ovl else None,
+            "wall_resident_runs": [x[2] for x in res], "wall_serial_runs": [x[3] for x in ser],
             "non_layer_s": non_layer, "non_layer_resident_s": med(x[3] for x in res),
             "model_serial": non_layer + layers_serial, "model_overlap": non_layer + layers_overlap,
             "model_serial_layers": layers_serial, "model_overlap_layers": layers_overlap,

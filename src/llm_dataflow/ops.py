@@ -43,7 +43,7 @@ from .model import Decoder, apply_rope, check_supported, rms_norm, route
 from .core.units import check_dtype, dtype_bits, fmt_bytes, fmt_si, require_nonnegative, require_positive
 
 __all__ = ["op_ledger", "analytic_op_costs", "attention_traffic", "ledger_totals", "ledger_view", "layer_costs",
-           "op_regions", "matmul_ridge_tokens", "PHASES", "ATTENTION_KERNELS", "MATMUL_OPS"]
+           "op_regions", "matmul_ridge_tokens", "attention_floors", "PHASES", "ATTENTION_KERNELS", "MATMUL_OPS"]
 
 PHASES = ("prefill", "decode")
 
@@ -522,10 +522,15 @@ def op_regions(model: str = "Llama-3-8B", phase: str = "prefill", batch: int = 1
     :func:`~llm_dataflow.core.hardware.ridge_point` for ``dtype``.  ``tokens`` is T in prefill and the
     cached context C in decode, as in :func:`layer_costs`; MoE presets use their first MoE layer.
 
+    The whole layer is grouped too: its intensity is :func:`layer_costs`'s, and its verdict is the
+    step's.  The two can differ: a decode batch of 512 at 1,024 cached tokens puts Llama-3-8B's
+    matmuls past the H100's ridge (429.4 FLOP/B), while the KV reads, 84 % of the layer's bytes,
+    keep the layer at 83.5 FLOP/B, memory-bound.
+
     Returns:
         ``{"phase", "batch", "tokens", "matmuls (FLOP/B)", "attention (FLOP/B)", "other (FLOP/B)",
-        "ridge (FLOP/B)", "matmuls", "attention"}``, the last two ``"memory-bound"`` or
-        ``"compute-bound"`` (intensity below / at or above the ridge).
+        "layer (FLOP/B)", "ridge (FLOP/B)", "matmuls", "attention", "layer"}``, the last three
+        ``"memory-bound"`` or ``"compute-bound"`` (intensity below / at or above the ridge).
 
     Raises:
         ValueError: unknown preset, hardware or dtype; a dtype without a peak on ``hardware``;
@@ -540,15 +545,60 @@ def op_regions(model: str = "Llama-3-8B", phase: str = "prefill", batch: int = 1
     c = analytic_op_costs(cfg, batch, seq, phase, ctx, dtype_bits(dtype) // 8, _first_moe_layer(cfg),
                           attention="fused")
     groups = {"matmuls": [k for k in c if k in MATMUL_OPS], "attention": ["attention"],
-              "other": [k for k in c if k not in MATMUL_OPS and k != "attention"]}
+              "other": [k for k in c if k not in MATMUL_OPS and k != "attention"], "layer": list(c)}
     out = {"phase": phase, "batch": batch, "tokens": tokens}
     for g, names in groups.items():
         fl, by = sum(c[k][0] for k in names), sum(c[k][1] for k in names)
         out[f"{g} (FLOP/B)"] = round(fl / by, 1)
     out["ridge (FLOP/B)"] = round(ridge, 1)
-    for g in ("matmuls", "attention"):
+    for g in ("matmuls", "attention", "layer"):
         out[g] = "compute-bound" if out[f"{g} (FLOP/B)"] >= ridge else "memory-bound"
     return out
+
+
+def attention_floors(model: str = "Llama-3-8B", tokens: int = 8192, hardware: str = "H100-SXM",
+                     dtype: str = "bf16") -> dict:
+    """The time floors of one layer's attention in a prefill of ``tokens`` tokens at batch 1, eager
+    against fused (*modelled*: chapter 03's attention diagram and section 3).
+
+    Bytes: :func:`attention_traffic` for ``"eager"`` (every ``[B, H, T, S]`` intermediate written
+    and read back) and ``"fused"`` (q, K, V in, the output out: a floor; FlashAttention re-reads K
+    and V once per block of queries).  FLOPs: ``4·H·T²·d_h`` for QKᵀ and PV with the masked half
+    included, as :func:`analytic_op_costs` counts them; a causal kernel that skips fully masked
+    tiles does about half.  Each floor divides by ``hardware``'s HBM bandwidth or its ``dtype``
+    peak.  The fused kernel's floor is its larger one: at 8,192 tokens of Llama-3-8B on an H100,
+    167.77 MB take ≥ 50.1 µs but 1.10 TFLOP take ≥ 1.11 ms, so it is compute-bound, and fusion
+    turns a ≥ 20.6 ms memory-bound sequence into a ≥ 1.11 ms compute-bound kernel (about 19×, not
+    the 411× of the bytes).
+
+    Returns:
+        ``{"eager bytes", "fused bytes", "bytes ratio", "flops", "eager HBM time (s)",
+        "fused HBM time (s)", "compute time (s)", "causal compute time (s)", "fused bound",
+        "time ratio"}``: ints for bytes and FLOPs, seconds as floats, ``"fused bound"`` is
+        ``"compute-bound"`` or ``"memory-bound"``, ``"time ratio"`` the eager HBM floor over the
+        fused kernel's binding floor (masked half included).
+
+    Raises:
+        ValueError: unknown preset, hardware or dtype, a dtype without a peak on ``hardware``, an
+            unsupported architecture, ``tokens`` < 1.
+    """
+    cfg = model_config(model)
+    check_dtype(dtype)
+    require_positive("tokens", tokens)
+    spec = _hardware_spec(hardware)
+    if dtype not in spec.peak_flops:
+        raise ValueError(f"dtype={dtype!r} is not allowed on {spec.name}: no published peak; "
+                         f"allowed: {', '.join(spec.peak_flops)}")
+    e = dtype_bits(dtype) // 8
+    eager, fused = (sum(r + w for _, r, w in attention_traffic(1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                                                               tokens, tokens, e, k)) for k in ("eager", "fused"))
+    flops = analytic_op_costs(cfg, 1, tokens, "prefill", 0, e, attention="fused")["attention"][0]
+    bw, peak = spec.hbm_bandwidth, spec.peak_flops[dtype]
+    t_e, t_f, t_c = eager / bw, fused / bw, flops / peak
+    return {"eager bytes": eager, "fused bytes": fused, "bytes ratio": eager / fused, "flops": flops,
+            "eager HBM time (s)": t_e, "fused HBM time (s)": t_f, "compute time (s)": t_c,
+            "causal compute time (s)": t_c / 2, "fused bound": "compute-bound" if t_c >= t_f else "memory-bound",
+            "time ratio": t_e / max(t_c, t_f)}
 
 
 def matmul_ridge_tokens(model: str = "Llama-3-8B", hardware: str = "H100-SXM", dtype: str = "bf16",

@@ -35,7 +35,8 @@ depends on the generation and on the kernel:
   kernels stage the weights anyway, to pipeline asynchronous copies and hide latency (Marlin's
   quantised GEMM: ``cp.async`` into a 4-stage shared-memory ring).
 
-TMA and TMEM are different things: the TMA is a *copy engine* (global ↔ shared), TMEM is a
+TMA and TMEM are different things: the TMA is a *copy unit* in each SM (global ↔ shared; not
+one of the "copy engines", CUDA's name for the DMA engines behind ``cudaMemcpyAsync``), TMEM is a
 *memory* (tensor-core accumulators).  Hopper has the TMA and no TMEM; data-centre Blackwell
 (sm_100, sm_103) has both.
 
@@ -57,7 +58,7 @@ from .hardware import HardwareSpec, hardware, ridge_point
 from .units import fmt_bytes
 
 __all__ = ["ChipGeneration", "GENERATIONS", "generation", "generations_table", "PROFILER_METRICS",
-           "TMA_VS_TMEM", "DECODE_GEMV_PATH", "ON_CHIP_NAMES"]
+           "TMA_VS_TMEM", "DECODE_GEMV_PATH", "ON_CHIP_NAMES", "H100_L2_MEASURED"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class ChipGeneration:
 
     @property
     def has_tma(self) -> bool:
-        """Whether the generation has the Tensor Memory Accelerator (a copy engine): sm_90+."""
+        """Whether the generation has the Tensor Memory Accelerator (a copy unit in each SM): sm_90+."""
         return self.architecture in ("Hopper", "Blackwell")
 
     @property
@@ -172,11 +173,27 @@ GENERATIONS: dict[str, ChipGeneration] = {
 
 #: One sentence each, for the chapter: the two are unrelated except for the words in their names.
 TMA_VS_TMEM: dict[str, str] = {
-    "TMA (Tensor Memory Accelerator)": "a copy engine in each SM (Hopper and later): moves a whole "
+    "TMA (Tensor Memory Accelerator)": "a copy unit in each SM (Hopper and later): moves a whole "
     "tile between global and shared memory from one instruction (cp.async.bulk.tensor); holds no data",
     "TMEM (Tensor Memory)": "a 256 KiB per-SM memory (data-centre Blackwell: sm_100 B200/GB200, sm_103 "
     "B300/GB300): holds tensor-core accumulators (and optionally operand A) for tcgen05.mma; written by "
     "tcgen05.mma, tcgen05.cp (from shared memory) and tcgen05.st (from registers), read out by tcgen05.ld",
+}
+
+#: The H100's L2 bandwidth, which NVIDIA does not publish, as one microbenchmark measured it: about
+#: 5.5 TB/s on an H100 *PCIe* (114 SMs enabled, 50 MB of L2, 350 W; the SXM part has 132 SMs and a
+#: higher power limit, so it may reach somewhat more).  Chips and Cheese, "Nvidia's H100: Funny L2,
+#: and Tons of Bandwidth" (2023-07-02,
+#: https://chipsandcheese.com/p/nvidias-h100-funny-l2-and-tons-of-bandwidth), as quoted by
+#: scaling-book's "How to Think About GPUs": "NVIDIA does not publish the L2 bandwidth for their
+#: chips, but it's been measured to be about 5.5TB/s" (jax-ml/scaling-book ``gpus.md`` at
+#: 1a55377affc9ee8f10b549f689ad57e813623a7e).  A measured figure, kept apart from the presets,
+#: which hold datasheet numbers only.
+H100_L2_MEASURED: dict = {
+    "bandwidth": 5.5e12,
+    "device": "H100 PCIe (114 SMs, 50 MB L2)",
+    "source": "Chips and Cheese (2023), via scaling-book 'How to Think About GPUs' (jax-ml/scaling-book "
+              "gpus.md @ 1a55377)",
 }
 
 #: Where TensorRT-LLM's batch-1 GEMV (a decode projection, M = 1) keeps its weights on every
@@ -264,7 +281,8 @@ def generations_table(dtype: str = "bf16") -> list[dict[str, str]]:
             "registers / SM": fmt_bytes(g.registers_per_sm_bytes, binary=True, digits=0),
             "shared memory / SM": fmt_bytes(g.smem_per_sm_bytes, binary=True, digits=0),
             "TMEM / SM": fmt_bytes(g.tmem_per_sm_bytes, binary=True, digits=0) if g.has_tmem else "—",
-            "L2": fmt_bytes(g.l2_bytes, binary=True, digits=0) if g.l2_bytes is not None else "not published",
+            "L2": (fmt_bytes(g.l2_bytes, binary=True, digits=0) if g.l2_bytes is not None
+                   else "not in NVIDIA's datasheet"),
             "HBM": f"{g.hbm_bandwidth / 1e9:,.0f} GB/s",
             f"ridge {dtype} (FLOP/B)": f"{ridge_point(g.spec, dtype):.0f}",
             "global → shared": "TMA" if g.has_tma else "cp.async",

@@ -32,8 +32,9 @@ from .engines import (GPU_MEMORY_UTILIZATION, NON_TORCH_BYTES_PCIE, VLLM_BLOCK_S
                       VLLM_MAX_NUM_SEQS, non_torch_estimate)
 from .fit import MemoryFit, memory_fit
 
-__all__ = ["EngineMemory", "engine_memory", "GPU_MEMORY_UTILIZATION", "VLLM_MAX_NUM_BATCHED_TOKENS",
-           "VLLM_MAX_NUM_SEQS", "VLLM_BLOCK_SIZE", "NON_TORCH_BYTES_PCIE", "non_torch_bytes"]
+# (the engines' defaults it imports, GPU_MEMORY_UTILIZATION, VLLM_*, NON_TORCH_BYTES_PCIE, are
+# exported by core.engines, where they are defined)
+__all__ = ["EngineMemory", "engine_memory", "non_torch_bytes"]
 
 #: The serving view's result: the one :class:`~llm_dataflow.core.fit.MemoryFit` (its ``total``,
 #: ``budget``, ``kv_bytes``, ``kv_tokens``, ``max_concurrency``, ``terms()``, ``reason``).

@@ -104,14 +104,15 @@ def draw(lang: str) -> str:
     c.text(gx, 194, "GDS", size=13, anchor="middle", fill=PALETTE["storage"], weight="bold")
 
     rx = 232                                # the annotation column
-    c.text(rx, 118, t("① host → device, once", "① 主机 → 设备，一次"), size=14, weight="bold",
+    c.text(rx, 114, t("① host ↔ device, PCIe", "① 主机 ↔ 设备，PCIe"), size=14, weight="bold",
            fill=PALETTE["host"])
-    c.text(rx, 137, t(f"{fmt_bytes(n['load_bytes'])} of weights", f"{fmt_bytes(n['load_bytes'])} 权重"),
+    c.text(rx, 133, t(f"{fmt_bytes(n['load_bytes'])} of weights, once,", f"{fmt_bytes(n['load_bytes'])} 权重，一次，"),
            size=13)
-    c.text(rx, 154, t(f"over PCIe at {fmt_si(n['host_link_bandwidth'], 'B/s')}:",
-                      f"经 PCIe，{fmt_si(n['host_link_bandwidth'], 'B/s')}："), size=13)
-    c.text(rx, 171, f"≥ {fmt_si(s['host→device'], 's')}", size=13, weight="bold")
-    c.text(rx, 188, t("(GDS: no bounce via host)", "（GDS：不经主机中转）"), size=13, fill=muted)
+    c.text(rx, 150, t(f"at {fmt_si(n['host_link_bandwidth'], 'B/s')}:",
+                      f"{fmt_si(n['host_link_bandwidth'], 'B/s')}："), size=13)
+    c.text(rx, 167, f"≥ {fmt_si(s['host↔device'], 's')}", size=13, weight="bold")
+    c.text(rx, 186, t("GDS, where supported:", "GDS（条件满足时）："), size=13, fill=muted)
+    c.text(rx, 203, t("storage → HBM, skips host", "存储 → HBM，绕过主机"), size=13, fill=muted)
 
     # ④ GPU ↔ GPU: HBM to another GPU over NVLink
     ox = 334
@@ -148,8 +149,9 @@ def draw(lang: str) -> str:
     c.text(rx, 473, f"≥ {fmt_si(s['on-chip→HBM'], 's')}", size=13, weight="bold")
 
     # the L2 note and the legend of the times
-    c.text(8, 570, t("Consecutive kernels usually hand small", "相邻 kernel 之间的小激活值，"), size=13, fill=ink)
-    c.text(8, 587, t("activations on through L2, not HBM.", "通常经 L2 交接，而不回到 HBM。"), size=13, fill=ink)
+    c.text(8, 570, t("The next kernel usually reads small activations", "下一个 kernel 通常从 L2 读回小激活值，"),
+           size=13, fill=ink)
+    c.text(8, 587, t("back from L2, not from HBM.", "而不必从 HBM 读。"), size=13, fill=ink)
     c.text(8, 612, t("≥: bytes ÷ bandwidth, a lower bound (modelled)", "≥：字节数 ÷ 带宽，是下界（解析估算）"),
            size=13, fill=muted)
     return c.svg()

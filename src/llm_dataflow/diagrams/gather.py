@@ -77,8 +77,10 @@ def draw_gather(lang: str = "en") -> str:
     c.text(tx + tw + 8, ty + 74, L("a row:", "每行："), size=14, fill=muted)
     c.text(tx + tw + 8, ty + 94, f"D·2 B", size=14, fill=muted)
     c.text(tx + tw + 8, ty + 114, f"= {fmt_bytes(row_b)}", size=14, fill=muted)
-    c.text(20, ty + th - 40, L("id₁ twice:", "id₁ 出现两次："), size=14, fill=acc)
-    c.text(20, ty + th - 20, L("the same row", "读的是同一行"), size=14, fill=acc)
+    # beside the row id₁ names (both id₁ cells point at it), below where their arrows arrive
+    twice_y = ty + picked[1] * rh + rh / 2
+    c.text(20, twice_y + 28, L("id₁ twice:", "id₁ 出现两次："), size=14, fill=acc)
+    c.text(20, twice_y + 46, L("the same row", "读的是同一行"), size=14, fill=acc)
 
     # the output X [B, T, D]
     oy = ty + th + 40
@@ -88,11 +90,11 @@ def draw_gather(lang: str = "en") -> str:
 
     # the numbers of one 1,000-token prompt
     y = oy + 66
-    c.text(20, y, L(f"A {n:,}-token prompt of {name}:", f"{name} 的一个 {n:,} token 的 prompt："), size=15, weight="bold")
+    c.text(20, y, L(f"A {n:,}-token prompt of {name}:", f"{name}，{n:,} token 的 prompt："), size=15, weight="bold")
     rows = [(L("token IDs", "token ID"), fmt_bytes(ids_b)),
             (L("rows read (at most)", "读取的行（至多）"), fmt_bytes(rows_b)),
             (L("the whole table", "整张表"), fmt_bytes(table_b)),
-            (L("share of the table read", "读取的占比"), calc["table read by the gather"])]
+            (L("share of the table read", "表被读取的比例"), calc["table read by the gather"])]
     for i, (label, value) in enumerate(rows):
         c.text(20, y + 26 + 22 * i, label, size=14)
         c.text(420, y + 26 + 22 * i, value, size=14, anchor="end", weight="bold")

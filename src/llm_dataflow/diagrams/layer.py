@@ -1,11 +1,12 @@
-"""Chapter 03's diagrams: one decoder layer with a tensor shape on every edge, and eager vs fused
+"""Chapter 03's diagrams: one decoder layer with the shape of every tensor, and eager vs fused
 attention.
 
 ``ch03_layer``: the Pre-Norm layer ``A = X + Attn(Norm(X))``, ``X' = A + MLP(Norm(A))`` as
 :class:`llm_dataflow.model.Decoder` builds it — RMSNorm, the q/k/v projections, RoPE on q and k,
 attention over the KV cache, the output projection, the residual add, RMSNorm, the SwiGLU MLP
-(gate and up, SiLU·mul, down) and the second residual add.  Every edge carries its activation
-shape in the letters of ``book/notation.md`` and the width of one real model (Llama-3-8B's
+(gate and up, SiLU·mul, down) and the second residual add.  Every tensor between two operators
+carries its shape in the letters of ``book/notation.md`` (an edge that passes the same tensor on
+shows it once) and the width of one real model (Llama-3-8B's
 ``config.json``, :func:`llm_dataflow.model_config`).
 
 ``ch03_attention``: which intermediate tensors make a round trip to HBM.  Eager attention (the
@@ -13,15 +14,16 @@ kernels of transformers' ``eager_attention_forward`` in BF16, :func:`llm_dataflo
 ``kernel="eager"``) writes every ``[B, H, T, S]`` intermediate — scores, scaled, masked, cast to
 FP32, probabilities, cast back — and the next kernel reads it back; a fused kernel keeps them on
 chip and moves only q, K, V and the output.  The bytes are one Llama-3-8B layer's for a prefill
-of 8,192 tokens at batch 1 (chapter 03's example), and the times are those bytes at the H100's
-HBM bandwidth (:func:`llm_dataflow.hardware`).
+of 8,192 tokens at batch 1 (chapter 03's example); the times are floors, those bytes at the H100's
+HBM bandwidth and the attention FLOPs at its BF16 peak (:func:`llm_dataflow.ops.attention_floors`):
+the fused kernel's byte floor is not its time, its FLOPs are.
 """
 from __future__ import annotations
 
 from ..core.config import model_config
 from ..core.hardware import hardware
 from ..core.units import fmt_bytes, fmt_si
-from ..ops import attention_traffic
+from ..ops import attention_floors, attention_traffic
 from .svg import PALETTE, Canvas, pick
 
 __all__ = ["DIAGRAMS", "draw_layer", "draw_attention", "LAYER_MODEL", "ATTENTION_EXAMPLE"]
@@ -43,9 +45,9 @@ def draw_layer(lang: str = "en") -> str:
     L = lambda en, zh: pick(lang, en, zh)   # noqa: E731
     ink, muted, hbm = PALETTE["text"], PALETTE["muted"], PALETTE["hbm"]
     W_, H_ = 440, 1010
-    c = Canvas(W_, H_, lang=lang, title=L(f"One Pre-Norm decoder layer with the tensor shape on every edge ({LAYER_MODEL})",
-                                          f"一个 Pre-Norm 解码器层，每条边标出张量形状（{LAYER_MODEL}）"))
-    c.text(20, 28, L("One decoder layer, shape on every edge", "一个解码器层，每条边标出形状"), size=17, weight="bold")
+    c = Canvas(W_, H_, lang=lang, title=L(f"One Pre-Norm decoder layer with the shape of every tensor ({LAYER_MODEL})",
+                                          f"一个 Pre-Norm 解码器层及其每个张量的形状（{LAYER_MODEL}）"))
+    c.text(20, 28, L("One decoder layer: the shape of every tensor", "一个解码器层：每个张量的形状"), size=17, weight="bold")
     c.text(20, 50, f"{LAYER_MODEL}: D = {D:,}, H = {H}, H_kv = {Hkv}, d_h = {dh}, F = {F:,}", size=14, fill=muted)
 
     cx, bw, bh = 250, 190, 32          # main column centre, box width and height
@@ -160,8 +162,10 @@ def draw_attention(lang: str = "en") -> str:
     cfg = model_config(name)
     eager = attention_traffic(1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, T, T, e, "eager")
     fused = attention_traffic(1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, T, T, e, "fused")
-    e_tot, f_tot = (sum(r + w for _, r, w in k) for k in (eager, fused))
-    bw = hardware(hw).hbm_bandwidth
+    floors = attention_floors(name, T, hw, {2: "bf16", 4: "fp32"}[e])
+    e_tot, f_tot = floors["eager bytes"], floors["fused bytes"]
+    spec = hardware(hw)
+    bw = spec.hbm_bandwidth
     L = lambda en, zh: pick(lang, en, zh)   # noqa: E731
     ink, muted, hbm, red = PALETTE["text"], PALETTE["muted"], PALETTE["hbm"], PALETTE["reg"]
     names = {"QKᵀ → scores": ("QKᵀ", "S"), "scale": (L("scale", "缩放"), "S"), "mask": (L("mask", "掩码"), "S"),
@@ -169,7 +173,7 @@ def draw_attention(lang: str = "en") -> str:
              "softmax (FP32)": ("softmax", "P"), "cast probabilities back": (L("cast back", "转回 BF16"), "P"),
              "P·V → out": ("P·V", "O")}
     step = 62
-    W_, H_ = 440, 170 + step * len(eager) + 192
+    W_, H_ = 440, 170 + step * len(eager) + 238
     c = Canvas(W_, H_, lang=lang, title=L("Eager vs fused attention: which intermediate tensors make a round trip to HBM",
                                           "eager 与融合 attention：哪些中间张量要往返 HBM"))
     c.text(20, 28, L("Which tensors go to HBM and back?", "哪些张量要去 HBM 走一个来回？"), size=17, weight="bold")
@@ -190,7 +194,7 @@ def draw_attention(lang: str = "en") -> str:
         colour = hbm
         c.line(80, y, 80, y + step - 49, stroke=colour, width=2, dash="" if last else "5 3")
         what = (L(f"{out} → HBM, {fmt_bytes(written)}", f"{out} → HBM，{fmt_bytes(written)}") if last else
-                f"{out} ⇄ HBM, {fmt_bytes(written)}" if lang == "en" else f"{out} ⇄ HBM，{fmt_bytes(written)}")
+                L(f"{out} ⇄ HBM, {fmt_bytes(written)} each way", f"{out} ⇄ HBM，每个方向 {fmt_bytes(written)}"))
         c.text(92, y + 19, what, size=14, fill=colour)
         y += step - 49
     # the fused column: one box spanning the eager kernels
@@ -204,21 +208,35 @@ def draw_attention(lang: str = "en") -> str:
     lines = L("one kernel:\nS and P stay\non chip, one\ntile at a time\n(Flash-\nAttention)",
               "一个 kernel：\nS 和 P 逐 tile\n留在片上\n（Flash-\nAttention）")
     c.text(fx + fw / 2, top + 40, lines, size=14, anchor="middle", fill=red)
+    # its arithmetic, which the byte floor leaves out
+    c.line(fx + 12, bottom - 124, fx + fw - 12, bottom - 124, stroke=red, width=1)
+    maths = L(f"its math:\n{fmt_si(floors['flops'], 'FLOP')}\n≥ {fmt_si(floors['compute time (s)'], 's')}\nat the\nBF16 peak",
+              f"它的计算：\n{fmt_si(floors['flops'], 'FLOP')}\n按 BF16 峰值\n至少\n{fmt_si(floors['compute time (s)'], 's')}")
+    c.text(fx + fw / 2, bottom - 100, maths, size=14, anchor="middle", fill=red)
     c.line(fx + fw / 2, bottom, fx + fw / 2, bottom + 30, arrow="end", stroke=hbm)
     c.text(fx, bottom + 50, L(f"O → HBM, {fmt_bytes(f_out)}", f"O → HBM，{fmt_bytes(f_out)}"), size=14, fill=hbm)
     # totals
-    y = H_ - 120
+    y = H_ - 166
     c.line(20, y - 22, 420, y - 22, stroke=muted, width=1)
-    c.text(20, y, L(f"eager: {fmt_bytes(e_tot)} of HBM traffic, ≥ {fmt_si(e_tot / bw, 's')}",
-                    f"eager：HBM 流量 {fmt_bytes(e_tot)}，至少 {fmt_si(e_tot / bw, 's')}"), size=15, weight="bold", fill=red)
-    c.text(20, y + 24, L(f"fused: {fmt_bytes(f_tot)}, ≥ {fmt_si(f_tot / bw, 's')}  ({e_tot / f_tot:.0f}× fewer bytes)",
-                         f"融合：{fmt_bytes(f_tot)}，至少 {fmt_si(f_tot / bw, 's')}（字节数为 1/{e_tot / f_tot:.0f}）"),
+    c.text(20, y, L(f"eager: {fmt_bytes(e_tot)} of HBM traffic, ≥ {fmt_si(floors['eager HBM time (s)'], 's')}",
+                    f"eager：HBM 流量 {fmt_bytes(e_tot)}，至少 {fmt_si(floors['eager HBM time (s)'], 's')}"),
+           size=15, weight="bold", fill=red)
+    c.text(20, y + 24, L(f"fused: {fmt_bytes(f_tot)}, ≥ {fmt_si(floors['fused HBM time (s)'], 's')} of HBM time,",
+                         f"融合：{fmt_bytes(f_tot)}，HBM 时间至少 {fmt_si(floors['fused HBM time (s)'], 's')}，"),
            size=15, weight="bold", fill=hbm)
-    c.text(20, y + 48, L(f"at the {hw}'s {bw / 1e12:.2f} TB/s of HBM", f"按 {hw} 的 HBM 带宽 {bw / 1e12:.2f} TB/s 计"),
+    c.text(20, y + 48, L(f"but its math takes ≥ {fmt_si(floors['compute time (s)'], 's')}: {floors['fused bound']}",
+                         f"但计算至少要 {fmt_si(floors['compute time (s)'], 's')}："
+                         f"{ {'compute-bound': '算力受限', 'memory-bound': '带宽受限'}[floors['fused bound']] }"),
+           size=15, weight="bold", fill=hbm)
+    c.text(20, y + 72, L(f"up to {floors['bytes ratio']:.0f}× fewer bytes, about {floors['time ratio']:.0f}× less time",
+                         f"字节数最多降为 1/{floors['bytes ratio']:.0f}，时间约为 1/{floors['time ratio']:.0f}"),
+           size=15, weight="bold")
+    c.text(20, y + 96, L(f"floors at the {hw}'s {bw / 1e12:.2f} TB/s and {spec.peak_flops['bf16'] / 1e12:.0f} TFLOP/s BF16",
+                         f"下界按 {hw} 的 {bw / 1e12:.2f} TB/s 与 BF16 {spec.peak_flops['bf16'] / 1e12:.0f} TFLOP/s 计"),
            size=14, fill=muted)
-    c.text(20, y + 70, L("S, P: [B, H, T, S] scores and probabilities;", "S、P：[B, H, T, S] 的分数与概率；"),
+    c.text(20, y + 118, L("S, P: [B, H, T, S] scores and probabilities;", "S、P：[B, H, T, S] 的分数与概率；"),
            size=14, fill=muted)
-    c.text(20, y + 90, L("⇄: written to HBM, then read back", "⇄：写入 HBM，再读回"), size=14, fill=muted)
+    c.text(20, y + 138, L("⇄: written to HBM, then read back", "⇄：写入 HBM，再读回"), size=14, fill=muted)
     return c.svg()
 
 

@@ -55,10 +55,10 @@ def draw(lang: str) -> str:
     W, H = 420, 640
     c = Canvas(W, H, lang=lang, title=t(
         "The load path of a model's weights into one GPU, GPUDirect Storage's bypass, and offload",
-        "模型权重装入单块 GPU 的路径、GPUDirect Storage 的旁路，以及 offload"))
+        "模型权重加载到单块 GPU 的路径、GPUDirect Storage 的旁路，以及卸载（offload）"))
     muted, host, hbm = PALETTE["muted"], PALETTE["host"], PALETTE["hbm"]
     wb = fmt_bytes(n["weight_bytes"])
-    c.text(8, 20, t(f"Loading Llama-3-8B (BF16, {wb})", f"装载 Llama-3-8B（BF16，{wb}）"), size=14, weight="bold")
+    c.text(8, 20, t(f"Loading Llama-3-8B (BF16, {wb})", f"加载 Llama-3-8B（BF16，{wb}）"), size=14, weight="bold")
     c.text(8, 38, t("into one H100", "到单块 H100"), size=14, fill=muted)
 
     x0, w = 48, 180
@@ -74,7 +74,7 @@ def draw(lang: str) -> str:
     order = list(boxes)
     rx = 242
     notes = [
-        (t("read: your drive's speed", "读取：取决于你的磁盘"), None),
+        (t("read: your drive's speed", "读取：取决于你的存储设备"), None),
         (t("CPU: copy into tensors,", "CPU：拷入张量、"), t("convert the dtype", "转换数据类型")),
         (t(f"DMA over PCIe, {fmt_si(n['link_bandwidth'], 'B/s')}:", f"经 PCIe 做 DMA，{fmt_si(n['link_bandwidth'], 'B/s')}："),
          f"{wb} ≥ {fmt_si(n['load_s'], 's')}"),
@@ -100,7 +100,7 @@ def draw(lang: str) -> str:
     # offload: the layers stay in pinned host memory and cross PCIe on every forward pass
     y0 = 440
     c.line(8, y0 - 12, W - 8, y0 - 12, stroke="#d0d0d0", width=1)
-    c.text(8, y0 + 8, t("Offload: layers stay in host DRAM", "Offload：各层留在主机 DRAM，"), size=14, weight="bold")
+    c.text(8, y0 + 8, t("Offload: layers stay in host DRAM", "卸载（offload）：各层留在主机 DRAM，"), size=14, weight="bold")
     c.text(8, y0 + 26, t("and cross PCIe on every pass", "每次前向都要经 PCIe 送入"), size=14, weight="bold")
     lb = fmt_bytes(n["layer_bytes"], digits=0)
     c.text(8, y0 + 50, t(f"one layer ({lb}), to scale:", f"一层（{lb}），按比例绘制："), size=13, fill=muted)

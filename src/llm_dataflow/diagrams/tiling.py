@@ -34,6 +34,8 @@ def draw_tiling(lang: str = "en") -> str:
     c = Canvas(W_, H_, lang=lang, title=L("A tiled GEMM: each tile is loaded once and used many times",
                                           "分块 GEMM：每个 tile 只加载一次，却被使用许多次"))
     ink, muted, acc = PALETTE["text"], PALETTE["muted"], PALETTE["accent"]
+    # the W tile gets its own hue, so that the legend tells it from the X tile (teal: 5:1 on white)
+    wcol, wlight = "#00695c", "#d7efeb"
     c.text(20, 30, L("Load a tile once, use it many times", "tile 加载一次，使用多次"), size=17, weight="bold")
 
     # --- the three matrices: W on top, X on the left, Y below W --------------------------------
@@ -51,17 +53,17 @@ def draw_tiling(lang: str = "en") -> str:
     # the strips one output tile needs, and the tiles of one K step
     ty, tx, th, tw = yx + 60, wx + 130, 34, 40                   # output tile's row (y) and column (x)
     c.rect(xw, ty, xK, th, fill="#fde7d9", stroke=acc, width=1)   # X row strip b_m × K
-    c.rect(tx, yw, tw, kK, fill="#fde7d9", stroke=acc, width=1)   # W column strip K × b_n
+    c.rect(tx, yw, tw, kK, fill=wlight, stroke=wcol, width=1)     # W column strip K × b_n
     kx, ky = xw + 36, yw + 34                                      # this K step's tiles
     c.rect(kx, ty, 26, th, fill=acc, stroke=acc)                   # X tile b_m × b_k
-    c.rect(tx, ky, tw, 22, fill=acc, stroke=acc)                   # W tile b_k × b_n
+    c.rect(tx, ky, tw, 22, fill=wcol, stroke=wcol)                 # W tile b_k × b_n
     c.rect(tx, ty, tw, th, fill=PALETTE["reg"], stroke=PALETTE["reg"])   # Y tile b_m × b_n
     c.line(kx + 26, ty + th / 2, tx - 4, ty + th / 2, stroke=acc, width=1.5, dash="4 3", arrow="end")
-    c.line(tx + tw / 2, ky + 22, tx + tw / 2, ty - 4, stroke=acc, width=1.5, dash="4 3", arrow="end")
+    c.line(tx + tw / 2, ky + 22, tx + tw / 2, ty - 4, stroke=wcol, width=1.5, dash="4 3", arrow="end")
     # legend of the tiles: one line each, below the matrices
     ly = yx + mM + 30
     legend = [(acc, L("X tile b_m × b_k: each element used b_n times", "X tile（b_m × b_k）：每个元素用 b_n 次")),
-              (acc, L("W tile b_k × b_n: each element used b_m times", "W tile（b_k × b_n）：每个元素用 b_m 次")),
+              (wcol, L("W tile b_k × b_n: each element used b_m times", "W tile（b_k × b_n）：每个元素用 b_m 次")),
               (PALETTE["reg"], L("Y tile b_m × b_n: the FP32 accumulator", "Y tile（b_m × b_n）：FP32 累加器"))]
     for i, (colour, label) in enumerate(legend):
         c.rect(20, ly + 24 * i - 12, 14, 14, fill=colour, stroke=colour, rx=2)
@@ -75,7 +77,7 @@ def draw_tiling(lang: str = "en") -> str:
     tiers = [
         ("hbm", L("HBM (or GDDR): device memory", "HBM（或 GDDR）：显存")),
         ("l2", L("L2: serves every tile load", "L2：承接每一次 tile 加载")),
-        ("smem", L("shared memory: X and W tiles, 2+ stages", "shared memory：X、W tile，2 级以上流水")),
+        ("smem", L("shared memory: X and W tiles, 2+ stages", "shared memory：X、W tile，至少 2 级流水")),
         ("reg", L("tensor cores; accumulator in registers / TMEM", "Tensor Core；累加器在寄存器 / TMEM")),
     ]
     bx, bw, bh, gap = 20, 400, 34, 22
@@ -89,7 +91,7 @@ def draw_tiling(lang: str = "en") -> str:
     y0 = top + 4 * (bh + gap) + 12
     c.text(20, y0, L(f"{M}×{N}×{K} BF16, {bm}×{bn} tiles:", f"{M}×{N}×{K} BF16，{bm}×{bn} tile："),
            size=15, weight="bold")
-    rows = [(L("operands the multiply-adds name", "乘加运算读到的操作数（逻辑）"), fmt_bytes(t.operand_bytes), ink),
+    rows = [(L("operands the multiply-adds name", "乘加运算引用的操作数（逻辑）"), fmt_bytes(t.operand_bytes), ink),
             (L(f"tile loads (each reused {round(t.reuse)}×)", f"tile 加载（每字节复用 {round(t.reuse)} 次）"),
              fmt_bytes(t.global_bytes), PALETTE["l2"]),
             (L("HBM at least (each matrix once)", "HBM 至少（每个矩阵一次）"), fmt_bytes(t.compulsory_bytes),

@@ -240,6 +240,7 @@ batch_calculator
 expected_tokens_per_step speculative_speedup best_gamma speculative_calculator accepted_count_pmf
 acceptance_by_position
 id_bytes
+engine_defaults sampler_warmup_bytes
 dtype_bits dtype_bytes check_dtype fmt_bytes fmt_gb fmt_gib fmt_measured fmt_num fmt_si fmt_time
 make_workload
 """.split()
@@ -277,7 +278,7 @@ calculator calculator_html calculator_rows static_views_enabled hosted_install_c
 plot_mountain all_diagrams write_diagrams phone_sized
 plot_pipeline_timeline plot_topology published_measurements published_table read_published_rows require_positive
 require_nonnegative check_token_ids card_messages translate_card stamp_measuring_cells value_template
-efficiency_range""".split()
+decode_input read_engine_text parse_command find_command explain explain_text efficiency_range""".split()
 NOT_CALCULATORS = {**{n: "tensors or modules (a kernel or its reference)" for n in _KERNELS},
                    **{n: "measures this machine" for n in _MEASURE},
                    **{n: "files, processes, figures, widgets or a validation helper (tested elsewhere)"

@@ -219,6 +219,37 @@ def test_every_cli_option_is_on_the_page_with_its_help_and_every_label_is_transl
         assert f"note_{key}" in labels
 
 
+def test_explain_box_follows_its_parser_and_every_label_is_translated():
+    """The explain box ({ldf-explain}) builds its form from ``explain``'s parser: the pasted text
+    (the positional argument), ``--config``, ``--hardware`` (the plan command's GPUs suggested) and
+    ``--json``, each with its ``--help`` text; each of its labels is translated, one per term the
+    command can print (``term_<name>``); its example is a stored log, its config.json and a GPU."""
+    from babel.messages.pofile import read_po
+
+    import importlib
+
+    ex = importlib.import_module("llm_dataflow.core.explain")
+
+    text = (ROOT / "book" / "planner.md").read_text(encoding="utf-8")
+    block = text.split("```{ldf-explain}", 1)[1].split("```", 1)[0]
+    labels = dict(re.findall(r"^- `([^`]+)`: (.+)$", block, re.M))
+    with open(ROOT / "locale" / "zh_CN" / "LC_MESSAGES" / "book" / "planner.po", "rb") as f:
+        zh = {m.id: m.string for m in read_po(f) if m.id and m.string and not m.fuzzy}
+    options = ldf_planner.explain_options()
+    assert [o["dest"] for o in options] == ["source", "config", "hardware", "json"], options
+    assert all(o["help"] for o in options)
+    assert options[2]["suggestions"] == [o for o in ldf_planner.cli_options() if o["dest"] == "hardware"][0]["suggestions"]
+    assert {o["dest"] for o in options} <= set(labels)
+    assert {f"term_{k}" for k in ex._LABELS} <= set(labels), "a term the command prints has no label"
+    for k, label in ex._LABELS.items():
+        assert labels[f"term_{k}"] == label, (k, label)
+    for key, label in labels.items():
+        msg = f"`{key}`: {label}"
+        assert zh.get(msg), f"{msg!r} is not translated in locale/zh_CN/LC_MESSAGES/book/planner.po"
+    example = ldf_planner.explain_example()
+    assert example and example["log"] and json.loads(example["config"])["model_type"] == "llama"
+
+
 def test_cli_start_and_parity():
     """``python -m llm_dataflow plan`` in a fresh process prints what main(argv) prints; its
     start-to-exit time is reported (artifacts/planner.txt)."""
@@ -775,6 +806,14 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
         if not phone:
             problems = _contrast_problems(page)
             assert not problems, "\n  ".join(problems)
+        # the explain box below the planner, on this visit: the same worker, no second Pyodide
+        explain_ms = _explain_in_the_browser(page, tmp_path, edition, width)
+        FIGURES.append(f"{rel} at {width} px: explain (V1 success, SGLang, 4 refusals): "
+                       f"{', '.join(f'{t:.0f}' for t, _, _ in explain_ms)} ms, of which the command's Python "
+                       f"{', '.join(f'{p:.0f}' for _, p, _ in explain_ms)} ms")
+        # the page's own share of each explanation (not the command's Python, not a wait for a
+        # run begun before): as a plan's, < 200 ms
+        assert max(t - p - w for t, p, w in explain_ms) < MAX_CHANGE_MS * _share(), explain_ms
         # the URL holds the settings: back to a good plan, then open the link (warm cache)
         d = _apply(page, {"model": "Qwen2.5-7B", "hardware": "H100-SXM", "tp": "1", "weights": "", "kv": "",
                           "context": "16384", "batch": "4"})
@@ -824,6 +863,181 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
         assert max(longs, default=0) < MAX_CHANGE_MS * k, f"main-thread tasks of {longs} ms while changing"
     finally:
         tab.close()
+
+
+# --- the explain box (issue 43): `python -m llm_dataflow explain` on a pasted log, same worker ------
+LOGS = DATA / "logs"
+QWEN3_235B_FP8 = {   # Qwen3-235B-A22B-FP8's shapes (tests/test_explain.py builds the same ModelConfig)
+    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 94, "hidden_size": 4096,
+    "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 12288,
+    "vocab_size": 151936, "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 1536,
+    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "max_position_embeddings": 40960, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3",
+                                                      "quant_method": "fp8", "weight_block_size": [128, 128]}}
+
+
+def explain_cli(argv: list[str], cwd: pathlib.Path) -> tuple[int, str, str]:
+    """``llm_dataflow.core.explain.main(argv)`` in ``cwd``: (exit status, stdout, stderr)."""
+    from llm_dataflow.core.explain import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        os.chdir(old)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _xruns(page) -> int:
+    return int(page.evaluate("() => +document.querySelector('.ldf-explain').dataset.ldfRuns || 0"))
+
+
+def _xsettle(page) -> None:
+    page.wait_for_function("() => !document.querySelector('.ldf-explain').dataset.ldfPending", timeout=TIMEOUT_MS)
+
+
+def _explain(page, log: str, hardware: str, config=None) -> dict:
+    """Paste ``log``, set the GPU and the model (``None``: the name in the log; a preset's name; or
+    ``(folder, config.json text)`` pasted), press Explain; returns the box's dataset."""
+    box = page.locator(".ldf-explain")
+    box.scroll_into_view_if_needed()
+    page.fill("#ldf-explain-source", log)
+    page.fill("#ldf-explain-hardware", hardware)
+    if config is None:
+        page.select_option("#ldf-explain-config", value="")
+    elif isinstance(config, str):
+        page.select_option("#ldf-explain-config", value=config)
+    else:
+        page.select_option("#ldf-explain-config", value="@config")
+        page.fill("#ldf-explain-folder", config[0])
+        page.fill("#ldf-explain-configtext", config[1])
+    _xsettle(page)
+    n = _xruns(page)
+    button = page.locator(".ldf-explain-go")
+    button.tap() if page.viewport_size["width"] < 600 else button.click()
+    page.wait_for_function("n => { const d = document.querySelector('.ldf-explain').dataset; return +d.ldfRuns > n && !d.ldfPending; }",
+                           arg=n, timeout=TIMEOUT_MS)
+    return page.evaluate("() => ({...document.querySelector('.ldf-explain').dataset})")
+
+
+EXPLAIN_SHOWN_JS = """() => {
+  const q = (s) => document.querySelector(s);
+  const runs = [...document.querySelectorAll('.ldf-explain-run')].map(r => ({
+    title: r.querySelector('.ldf-explain-title').textContent,
+    settings: [...r.querySelectorAll('.ldf-explain-settings li')].map(e => e.textContent),
+    rows: [...r.querySelectorAll('tr.ldf-explain-row')].map(t => [t.dataset.term, ...[...t.children].map(c => c.textContent)]),
+    why: [...r.querySelectorAll('tr.ldf-explain-why')].map(t => t.textContent),
+    error: (r.querySelector('.ldf-explain-error') || {textContent: null}).textContent,
+    verdict: (r.querySelector('.ldf-explain-verdict') || {textContent: null}).textContent,
+    changes: [...r.querySelectorAll('.ldf-explain-changes li')].map(e => [e.querySelector('code').textContent, e.textContent])}));
+  return {runs, text: q('.ldf-explain-text').textContent, result: q('.ldf-explain-result').textContent,
+          err: q('.ldf-explain-err').hidden ? null : q('.ldf-explain-err').textContent,
+          outputs: !q('.ldf-explain-outputs').hidden}; }"""
+
+
+def _label(tr, key: str, english: str) -> str:
+    """The box's label ``key`` in the edition (``tr``: its catalog), as the page shows it."""
+    msg = f"`{key}`: {english}"
+    got = tr(msg)
+    return got.split("：", 1)[1] if got != msg else english
+
+
+def _explain_check(page, cwd: pathlib.Path, tr, expect_error: str | None = None, dest: str | None = None) -> dict:
+    """The box's outputs equal ``explain`` run on the argv it shows, with the files it wrote."""
+    words = shlex.split(page.inner_text(".ldf-explain-command"))
+    assert words[:4] == ["python", "-m", "llm_dataflow", "explain"], words
+    argv = words[3:]
+    (cwd / argv[1]).write_text(page.input_value("#ldf-explain-source"), encoding="utf-8")
+    if page.input_value("#ldf-explain-config") == "@config":
+        folder = cwd / page.input_value("#ldf-explain-folder")
+        folder.mkdir(exist_ok=True)
+        (folder / "config.json").write_text(page.input_value("#ldf-explain-configtext"), encoding="utf-8")
+    code, out, err = explain_cli(argv, cwd)
+    s = page.evaluate(EXPLAIN_SHOWN_JS)
+    assert "Traceback" not in page.inner_text(".ldf-explain")
+    if expect_error is not None:
+        assert code == 2, (argv, out)
+        assert s["err"] == err.rstrip("\n") and expect_error in s["err"], (s["err"], err)
+        assert not s["outputs"]
+        if dest:
+            assert page.get_attribute(f"#ldf-explain-{dest}", "aria-invalid") == "true", dest
+        return s
+    assert code == 0, err
+    assert s["err"] is None and s["outputs"]
+    assert s["text"] == out.rstrip("\n")
+    jcode, jout, _ = explain_cli(argv + ["--json"], cwd)
+    assert jcode == 0 and s["result"] == jout
+    res = json.loads(jout)
+    assert len(s["runs"]) == len(res)
+    for shown, r in zip(s["runs"], res):
+        p = r["printed"]
+        assert shown["title"] == p["head"][0] and shown["settings"] == [h.strip() for h in p["head"][1:]]
+        ok = {"yes": _label(tr, "yes", "yes"), "NO": _label(tr, "no", "NO"), "": ""}
+        want = [[c["term"], _label(tr, f"term_{c['term']}", c["label"]), c["engine"], c["book"], c["diff"], ok[c["ok"]]]
+                for c in p["cells"]]
+        assert shown["rows"] == want, (shown["rows"], want)
+        assert [w.split(" · ")[0] for w in shown["why"]] == [c["why"] for c in p["cells"]]
+        assert shown["error"] == next((t for t in p["tail"] if t.startswith("error (")), None)
+        assert shown["verdict"] == next(t for t in p["tail"] if t.startswith("book: "))
+        assert [c[0] for c in shown["changes"]] == [c["flag"] for c in r["changes"]]
+    return s
+
+
+def _explain_in_the_browser(page, cwd: pathlib.Path, edition: str, width: int) -> list[float]:
+    """The explain box on the planner's visit (one Pyodide start): its example (a vLLM failure),
+    a vLLM V1 success, an SGLang start, and the bad inputs, each equal to the command; its layout
+    at this width; its labels in this edition.  Returns each explanation's time (ms)."""
+    tr = _translations(edition)
+    phone = width < 600
+    layout_js = PLANNER_LAYOUT_JS.replace("document.querySelector('.ldf-planner')", "document.querySelector('.ldf-explain')")
+    label = page.inner_text('label[for="ldf-explain-source"] .ldf-planner-name')
+    assert label == _label(tr, "source", "Command line or startup log"), label
+    times = []
+    # the example: vllm-project/vllm issue #10517, a refused --max-model-len on an RTX 3090
+    n = _xruns(page)
+    page.locator(".ldf-explain-example").click()
+    page.wait_for_function("n => { const d = document.querySelector('.ldf-explain').dataset; return +d.ldfRuns > n && !d.ldfPending; }",
+                           arg=n, timeout=TIMEOUT_MS)
+    s = _explain_check(page, cwd, tr)
+    assert len(s["runs"]) == 2 and s["runs"][1]["error"].startswith("error (line 11): The model's max seq len (29000)")
+    assert [c[0] for c in s["runs"][1]["changes"]][:2] == ["--max-model-len 26003", "--gpu-memory-utilization 0.93"]
+    page.locator(".ldf-explain-raw > summary").click()
+    lay = page.evaluate(layout_js, phone)
+    assert not lay["cut"] and not lay["small"], f"explain at {width} px:\n  " + "\n  ".join(lay["cut"] + lay["small"])
+    page.locator(".ldf-explain-raw > summary").click()
+    sglang = (LOGS / "vllm-issue-21348-qwen3-235b-a22b-fp8-4xh100.log").read_text(encoding="utf-8")
+    cases = [
+        # a vLLM V1 success (0.19.0, Gemma-2-9B-it on an H100; the preset's shapes)
+        ((LOGS / "vllm-0.19-gemma-2-9b-it-h100-excerpt.log").read_text(encoding="utf-8"), "H100-SXM", "Gemma-2-9B",
+         None, None),
+        # an SGLang start: issue #21348's SGLang half, its config.json pasted
+        (sglang[sglang.index("# SGLang"):], "H100-SXM", ("Qwen3-235B-A22B-FP8", json.dumps(QWEN3_235B_FP8, indent=1)),
+         None, None),
+        # bad inputs: each refused with the command's one line, the field outlined
+        ("", "H100-SXM", "Llama-3-8B", "nothing to read", "source"),
+        ("hello, world\n", "H100-SXM", "Llama-3-8B", "no vLLM or SGLang line", "source"),
+        ((LOGS / "vllm-0.19-gemma-2-9b-it-h100-excerpt.log").read_text(encoding="utf-8"), "", "Gemma-2-9B",
+         "a log does not name its GPU", "hardware"),
+        ((LOGS / "vllm-0.19-gemma-2-9b-it-h100-excerpt.log").read_text(encoding="utf-8"), "H100-SXM",
+         ("broken", '{"model_type": "llama", "hidden'), "not valid JSON", "configtext"),
+    ]
+    for log, hw, config, error, dest in cases:
+        d = _explain(page, log, hw, config)
+        times.append((float(d["ldfMs"]), float(d["ldfPyMs"]), float(d["ldfWaitMs"])))
+        s = _explain_check(page, cwd, tr, error, dest)
+        if error is None:
+            lay = page.evaluate(layout_js, phone)
+            assert not lay["cut"] and not lay["small"], f"explain at {width} px:\n  " + "\n  ".join(lay["cut"] + lay["small"])
+            if config == "Gemma-2-9B":
+                assert s["runs"][0]["title"].startswith("vLLM 0.19")
+                assert all(r[5] for r in s["runs"][0]["rows"] if r[0] in ("weights", "kv_memory"))
+            else:
+                assert s["runs"][0]["title"].startswith("SGLang")
+                assert [r[0] for r in s["runs"][0]["rows"]] == ["kv_pool", "max_total_num_tokens"]
+    return times
 
 
 def test_planner_without_python_says_so(browser, server):

@@ -25,6 +25,10 @@ message on the page is the CLI's by construction.
 * Without ``web/dist/_vendor/pyodide/`` (a build without npm) the page says that this build
   cannot run the planner and shows the CLI command for the settings.
 
+The directive ``{ldf-explain}`` (same page, after the planner) writes the box that runs
+``python -m llm_dataflow explain`` on a pasted command line or startup log through the same worker
+(:func:`explain_options` reads that command's parser); its content is its own label list.
+
 ``python book/_ext/ldf_planner.py OUT.zip`` writes the core zip alone.
 """
 from __future__ import annotations
@@ -73,6 +77,12 @@ VERDICT_ROWS = ("memory", "KV room")
 # CLI options the page shows (they enter the command line it prints) but does not pass to its
 # own main(argv): --plot FILE saves a matplotlib figure, which the page draws itself (the chart).
 PAGE_SKIPS = ("plot",)
+# The explain box's example: a real failed start (vllm-project/vllm issue #10517, stored verbatim
+# in tests/data/logs/ with its address in tests/data/README.md), its model's config.json and its
+# GPU, an RTX 3090 (not a preset: the custom spec the README's example gives).
+EXPLAIN_EXAMPLE = {"log": "tests/data/logs/vllm-issue-10517-llama31-8b-rtx3090.log",
+                   "config": "tests/data/Llama-3.1-8B-Instruct/config.json", "folder": "Llama-3.1-8B-Instruct",
+                   "hardware": "name=RTX-3090,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71,runtime_gib=23.58,nvlink=none"}
 # A fixed time stamp keeps the zip identical between builds of the same sources.
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 
@@ -152,13 +162,11 @@ def _plan_parser(plan_module) -> argparse.ArgumentParser:
     return parser
 
 
-def cli_options(src: Path = ROOT / "src") -> list[dict]:
-    """The ``plan`` command's options, in the parser's order, as the page's form needs them:
-    ``dest``, ``flag`` (``None`` for the positional model argument), ``kind`` (``model``,
-    ``choice``, ``int``, ``float``, ``flag`` or ``text``), ``choices``, ``default``, ``required``,
-    ``metavar``, ``help`` and ``suggestions`` (known values of a free-text option)."""
-    plan = _import_core_plan(src)
-    parser = _plan_parser(plan)
+def parser_options(parser: argparse.ArgumentParser, known=None) -> list[dict]:
+    """A parser's options, in its order, as the page's forms need them: ``dest``, ``flag``
+    (``None`` for the positional argument), ``kind`` (``model``, ``choice``, ``int``, ``float``,
+    ``flag`` or ``text``), ``choices``, ``default``, ``required``, ``metavar``, ``help`` and
+    ``suggestions`` (``known(dest)``: the known values of a free-text option, or ``None``)."""
     out = []
     for a in parser._actions:
         if isinstance(a, argparse._HelpAction):
@@ -177,16 +185,38 @@ def cli_options(src: Path = ROOT / "src") -> list[dict]:
         else:
             kind = "text"
         default = a.default if isinstance(a.default, (str, int, float, bool, type(None))) else None
-        # a free-text option with a list of known values (``--hardware``: a preset or a custom
-        # spec) offers them as suggestions (an HTML datalist); the CLI keeps the list in
-        # ``PLAN_<DEST>`` (e.g. ``PLAN_HARDWARE``)
-        known = getattr(plan, f"PLAN_{a.dest.upper()}", None) if kind == "text" else None
+        values = known(a.dest) if (known and kind == "text") else None
         out.append({"dest": a.dest, "flag": flag, "kind": kind,
-                    "suggestions": [str(c) for c in known] if known else None,
+                    "suggestions": [str(c) for c in values] if values else None,
                     "choices": [str(c) for c in a.choices] if a.choices is not None else None,
                     "default": default, "required": bool(a.required), "metavar": a.metavar,
                     "help": a.help or ""})
     return out
+
+
+def cli_options(src: Path = ROOT / "src") -> list[dict]:
+    """The ``plan`` command's options (:func:`parser_options`).  A free-text option with a list of
+    known values (``--hardware``: a preset or a custom spec) offers them as suggestions (an HTML
+    datalist); the CLI keeps the list in ``PLAN_<DEST>`` (e.g. ``PLAN_HARDWARE``)."""
+    plan = _import_core_plan(src)
+    return parser_options(_plan_parser(plan), lambda dest: getattr(plan, f"PLAN_{dest.upper()}", None))
+
+
+def explain_options(src: Path = ROOT / "src") -> list[dict]:
+    """The ``explain`` command's options (``llm_dataflow.core.explain.build_parser``), as
+    :func:`parser_options` gives them; ``--hardware`` suggests the ``plan`` command's GPUs.  Empty
+    when the core has no ``explain`` command."""
+    plan = _import_core_plan(src)
+    import importlib
+
+    try:
+        explain = importlib.import_module("llm_dataflow.core.explain")
+    except ImportError:
+        return []
+    builder = getattr(explain, "build_parser", None)
+    if not callable(builder):
+        return []
+    return parser_options(builder(), lambda dest: getattr(plan, f"PLAN_{dest.upper()}", None))
 
 
 def presets(src: Path = ROOT / "src") -> list[str]:
@@ -211,6 +241,15 @@ class PlannerDirective(Directive):
 
     def run(self):
         node = planner()
+        self.state.nested_parse(self.content, self.content_offset, node)
+        return [node]
+
+
+class ExplainDirective(PlannerDirective):
+    """``{ldf-explain}``: the box that explains a pasted log.  Content: its label list."""
+
+    def run(self):
+        node = planner(explain="1")
         self.state.nested_parse(self.content, self.content_offset, node)
         return [node]
 
@@ -264,6 +303,8 @@ def download_sizes(confdir: Path) -> dict:
 
 
 def visit_planner_html(self, node):
+    if node.get("explain"):
+        visit_explain_html(self, node)
     app = self.builder.app
     docname = self.builder.current_docname
     have_pyodide = bool(getattr(app, "ldf_offline", False)) and all(
@@ -304,6 +345,34 @@ def visit_planner_html(self, node):
     raise nodes.SkipNode
 
 
+def explain_example(root: Path = ROOT) -> dict | None:
+    """:data:`EXPLAIN_EXAMPLE` with its files' text (``None`` when a file is missing)."""
+    try:
+        return {"log": (root / EXPLAIN_EXAMPLE["log"]).read_text(encoding="utf-8"),
+                "config": (root / EXPLAIN_EXAMPLE["config"]).read_text(encoding="utf-8"),
+                "folder": EXPLAIN_EXAMPLE["folder"], "hardware": EXPLAIN_EXAMPLE["hardware"]}
+    except OSError:
+        return None
+
+
+def visit_explain_html(self, node):
+    """The explain box's place: its spec (the ``explain`` command's options, the model presets,
+    the labels); the planner's script mounts it and runs it through the planner's worker."""
+    app = self.builder.app
+    labels = labels_of(node)
+    spec = {"options": app.ldf_explain_options, "presets": app.ldf_planner_presets, "labels": labels,
+            "prog": "python -m llm_dataflow", "command": "explain", "language": app.config.language or "en",
+            "example": explain_example(Path(app.confdir))}
+    data = json.dumps(spec, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
+    self.body.append(
+        '<div class="ldf-explain" data-ldf-explain="1">'
+        f'<script type="application/json" class="ldf-explain-spec">{data}</script>'
+        f'<noscript><p>{html.escape(labels.get("noscript", ""))} '
+        '<code>python -m llm_dataflow explain --help</code></p></noscript>'
+        '</div>')
+    raise nodes.SkipNode
+
+
 def _skip(self, node):
     raise nodes.SkipNode
 
@@ -311,6 +380,7 @@ def _skip(self, node):
 def _builder_inited(app) -> None:
     app.ldf_planner_options = cli_options(Path(app.confdir) / "src")
     app.ldf_planner_presets = presets(Path(app.confdir) / "src")
+    app.ldf_explain_options = explain_options(Path(app.confdir) / "src")
     app.ldf_planner_download = download_sizes(Path(app.confdir))
     try:
         app.ldf_pyodide_version = json.loads((Path(app.confdir) / "web" / "package.json").read_text())[
@@ -342,6 +412,7 @@ def setup(app):
     app.add_node(planner, html=(visit_planner_html, None), latex=(_skip, None), text=(_skip, None),
                  man=(_skip, None), texinfo=(_skip, None))
     app.add_directive("ldf-planner", PlannerDirective)
+    app.add_directive("ldf-explain", ExplainDirective)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context, priority=500)   # before ldf_book's (900)
     app.connect("build-finished", _build_finished)

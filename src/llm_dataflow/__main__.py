@@ -1,6 +1,7 @@
-"""``python -m llm_dataflow plan ...`` (see :mod:`llm_dataflow.core.plan`): imports only the core."""
+"""``python -m llm_dataflow plan ...`` and ``explain ...`` (see :mod:`llm_dataflow.core.plan` and
+:mod:`llm_dataflow.core.explain`): imports only the core."""
 import sys
 
-from .core.plan import main
+from .core.explain import main
 
 sys.exit(main())

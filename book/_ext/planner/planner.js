@@ -697,6 +697,248 @@ function start(root) {
     readFile(e.dataTransfer.files[0]);
   });
 
+  // --- the explain box (book/planner.md's {ldf-explain}): `python -m llm_dataflow explain` on a
+  // pasted command line or startup log, through this page's worker --------------------------------
+  // Its form follows the explain command's parser as the planner's follows plan's: the positional
+  // argument is the pasted text (written to a file in the worker), --config the model (the name in
+  // the log, a preset or a pasted config.json), any other option a field of its kind.  The results
+  // are the command's own: its text (one click away) and, drawn from `explain --json`'s "printed"
+  // pieces, the same lines as a table, the error, the book's verdict and what to change.
+  function mountExplain(box) {
+    const xs = JSON.parse(box.querySelector(".ldf-explain-spec").textContent);
+    const X = (k, fallback) => (xs.labels && xs.labels[k]) || (fallback === undefined ? k : fallback);
+    const LOG = "engine.log";           // the file the worker writes the pasted text to
+    const xopts = xs.options || [];
+    const xc = {}, xhints = {}, xwaits = {};
+    const xform = el("form", {cls: "ldf-explain-form", novalidate: true, "aria-label": X("form", "explain")});
+    const logBox = el("fieldset", {cls: "ldf-planner-group ldf-explain-group-log"}, el("legend", {cls: "ldf-planner-legend", text: X("group_log", "Log")}));
+    const depBox = el("fieldset", {cls: "ldf-planner-group ldf-explain-group-deployment"},
+                      el("legend", {cls: "ldf-planner-legend", text: X("group_deployment", "Deployment")}));
+    const logFields = el("div", {cls: "ldf-planner-fields"}), depFields = el("div", {cls: "ldf-planner-fields"});
+    logBox.append(logFields); depBox.append(depFields);
+    let xconfigBox = null;
+    const xfield = (o, control, target, ...extra) => {
+      const id = `ldf-explain-${o.dest}`;
+      control.id = id;
+      control.name = o.dest;
+      xc[o.dest] = control;
+      const flag = el("code", {cls: "ldf-planner-opt", text: o.flag || o.metavar || o.dest});
+      const label = el("label", {for: id}, el("span", {cls: "ldf-planner-name", text: X(o.dest, o.flag || o.metavar || o.dest)}), " ", flag);
+      const hint = el("p", {cls: "ldf-planner-hint", id: `${id}-hint`, text: o.help || ""});
+      xhints[o.dest] = hint;
+      control.setAttribute("aria-describedby", hint.id);
+      const wait = el("p", {cls: "ldf-planner-wait", id: `${id}-wait`, hidden: true, role: "status"});
+      xwaits[o.dest] = wait;
+      const f = el("div", {cls: `ldf-planner-field ldf-planner-${o.kind} ldf-explain-field`, "data-dest": o.dest},
+                   ...(o.kind === "flag" ? [el("div", {cls: "ldf-planner-check"}, control, label)] : [label, control]), wait, hint, ...extra);
+      target.append(f);
+      return f;
+    };
+    for (const o of xopts) {
+      if (o.kind === "model") {   // the positional FILE_OR_-: the pasted text
+        const area = el("textarea", {rows: 10, spellcheck: "false", autocomplete: "off", autocapitalize: "off", wrap: "off",
+                                     cls: "ldf-explain-log", placeholder: X("placeholder", "vllm serve MODEL ... or the engine's startup log")});
+        const file = el("input", {type: "file", id: "ldf-explain-file", accept: ".log,.txt,text/plain"});
+        xc.file = file;
+        xfield(o, area, logFields, el("div", {cls: "ldf-planner-config-row"},
+          el("label", {for: "ldf-explain-file", cls: "ldf-planner-file", text: X("file", "File")}), file));
+        xhints[o.dest].textContent = X("log_hint", o.help || "");
+      } else if (o.dest === "config") {   // the model: the log's name, a preset, or a pasted config.json
+        const sel = el("select");
+        sel.append(el("option", {value: "", text: X("from_log", "the name in the log")}));
+        for (const p of xs.presets || []) sel.append(el("option", {value: p, text: p}));
+        sel.append(el("option", {value: CONFIG, text: X("model_config", "config.json (paste it below)")}));
+        const area = el("textarea", {id: "ldf-explain-configtext", rows: 5, spellcheck: "false", autocomplete: "off",
+                                     placeholder: '{"model_type": "llama", "hidden_size": 4096, ...}'});
+        const folder = el("input", {type: "text", id: "ldf-explain-folder", value: "my-model", autocomplete: "off", spellcheck: "false"});
+        xc.configText = area; xc.folder = folder;
+        xconfigBox = el("div", {cls: "ldf-planner-config", hidden: true},
+          el("label", {for: "ldf-explain-configtext", text: X("config_paste", "config.json")}), area,
+          el("div", {cls: "ldf-planner-config-row"}, el("label", {for: "ldf-explain-folder", text: X("folder", "Folder name")}), folder));
+        const f = xfield(o, sel, depFields);
+        f.classList.add("ldf-planner-model");
+        depFields.append(xconfigBox);
+      } else if (o.kind === "flag") {
+        xfield(o, el("input", {type: "checkbox"}), depFields);
+      } else {
+        const c = el("input", {type: "text", autocomplete: "off", spellcheck: "false", autocapitalize: "off", enterkeyhint: "go"});
+        if (o.suggestions) {
+          const list = el("datalist", {id: `ldf-explain-${o.dest}-list`});
+          for (const v of o.suggestions) list.append(el("option", {value: v}));
+          c.setAttribute("list", list.id);
+          depFields.append(list);
+        }
+        xfield(o, c, depFields);
+      }
+    }
+    const go = el("button", {type: "submit", cls: "ldf-planner-start ldf-explain-go", text: X("go", "Explain")});
+    const example = xs.example ? el("button", {type: "button", cls: "ldf-planner-start ldf-explain-example", text: X("example", "Example")}) : null;
+    xform.append(logBox, depBox, el("div", {cls: "ldf-planner-config-row"}, go, example));
+
+    const xerr = el("div", {cls: "ldf-explain-err", role: "alert", hidden: true});
+    const xstatus = el("p", {cls: "ldf-explain-status", role: "status", hidden: true});
+    const runsEl = el("div", {cls: "ldf-explain-runs"});
+    const xraw = el("pre", {cls: "ldf-explain-text"});
+    const xjson = el("pre", {cls: "ldf-explain-json", hidden: true});
+    const xresult = el("script", {type: "application/json", cls: "ldf-explain-result"});
+    const xouts = el("div", {cls: "ldf-explain-outputs", hidden: true},
+      el("p", {cls: "ldf-planner-caption", text: X("table", "What the command prints")}), runsEl, xjson,
+      el("details", {cls: "ldf-explain-raw"}, el("summary", {text: X("raw", "As the command prints it")}), xraw), xresult);
+    const xcmd = el("code", {cls: "ldf-explain-command"});
+    const xresults = el("section", {cls: "ldf-explain-results", id: "ldf-explain-results", "aria-label": X("table", "explain")},
+      xstatus, xerr, xouts, el("div", {cls: "ldf-explain-cli"}, el("p", {cls: "ldf-planner-caption", text: X("cli", "The same on the command line")}),
+                      el("div", {cls: "highlight"}, el("pre", {}, xcmd))));
+    box.append(xform, xresults);
+
+    const xfolder = () => (xc.folder.value.trim().replace(/[^A-Za-z0-9._-]+/g, "-").replace(/^[.-]+/, "") || "my-model");
+    const configArg = () => (!xc.config ? "" : xc.config.value === CONFIG ? `${xfolder()}/config.json` : xc.config.value);
+    function xargv(json) {
+      const a = [xs.command, LOG];
+      for (const o of xopts) {
+        if (o.kind === "model") continue;
+        const c = xc[o.dest];
+        if (o.kind === "flag") { if (o.dest === "json" ? json || c.checked : c.checked) a.push(o.flag); continue; }
+        const v = o.dest === "config" ? configArg() : c.value.trim();
+        if (v !== "") a.push(o.flag, v);
+      }
+      if (json && !a.includes("--json")) a.push("--json");
+      return a;
+    }
+    const showX = () => { xcmd.textContent = [xs.prog, ...xargv(false).map(quote)].join(" "); if (xconfigBox) xconfigBox.hidden = !xc.config || xc.config.value !== CONFIG; };
+    function xwaiting() {
+      let any = false;
+      for (const o of xopts) {
+        const c = xc[o.dest], w = xwaits[o.dest];
+        if (!w || !c || c.tagName !== "INPUT" || c.type !== "text") continue;
+        const inc = incomplete(o, c.value);
+        w.hidden = !inc;
+        if (inc) {
+          const low = c.value.trim().toLowerCase();
+          const m = (o.suggestions || []).filter((s) => s.toLowerCase().startsWith(low)).slice(0, 4);
+          w.textContent = m.length && !c.value.includes("=") ? `${L("keeptyping", "keep typing")}: ${m.join(", ")}…` : `${L("keeptyping", "keep typing")}…`;
+          any = true;
+        }
+      }
+      return any;
+    }
+    function xmark(msg) {
+      for (const c of Object.values(xc)) c.removeAttribute && c.removeAttribute("aria-invalid");
+      if (!msg) return;
+      const which = /nothing to read|no vLLM or SGLang line|not text|llama\.cpp|too large|MB/.test(msg) ? "source"
+        : /hardware|GPU/.test(msg) ? "hardware" : /model|config/.test(msg) ? (xc.config && xc.config.value === CONFIG ? "configText" : "config") : null;
+      if (which && xc[which]) xc[which].setAttribute("aria-invalid", "true");
+    }
+    function row(c) {
+      const ok = c.ok === "yes" ? "yes" : c.ok === "NO" ? "no" : "";
+      const label = X(`term_${c.term}`, c.label);
+      return [el("tr", {cls: "ldf-explain-row", "data-term": c.term},
+                 el("th", {scope: "row", text: label, title: label !== c.label ? c.label : null}),
+                 el("td", {text: c.engine}), el("td", {text: c.book}), el("td", {text: c.diff}),
+                 el("td", {cls: ok ? `ldf-explain-${ok}` : null, text: ok ? X(ok, ok === "no" ? "NO" : "yes") : ""})),
+              el("tr", {cls: "ldf-explain-why"}, el("td", {colspan: 5}, c.why, " · ",
+                 el("span", {cls: "ldf-explain-ch", text: fill(X("chapter", "chapter {ch}"), {ch: c.ch})})))];
+    }
+    function drawRun(r, i, n) {
+      const p = r.printed;
+      const sec = el("section", {cls: "ldf-explain-run", "data-run": String(i + 1), "data-engine": r.engine});
+      if (n > 1) sec.append(el("p", {cls: "ldf-planner-caption", text: fill(X("run", "run {i} of {n}"), {i: i + 1, n})}));
+      sec.append(el("p", {cls: "ldf-explain-title", text: p.head[0]}));
+      sec.append(el("ul", {cls: "ldf-explain-settings"}, ...p.head.slice(1).map((h) => el("li", {text: h.trim()}))));
+      if (p.cells.length) {
+        sec.append(el("table", {cls: "ldf-explain-table"},
+          el("thead", {}, el("tr", {}, ...["term", "engine", "book", "diff", "ok"].map((k) => el("th", {scope: "col", text: X(`col_${k}`, k)})))),
+          el("tbody", {}, ...p.cells.flatMap(row))));
+      } else {
+        sec.append(el("p", {cls: "ldf-explain-none", text: X("nofigures", "no figures of the engine to compare")}));
+      }
+      let list = null;
+      for (const t of p.tail) {
+        if (t.startsWith("error (")) { sec.append(el("p", {cls: "ldf-explain-error", text: t})); list = null; }
+        else if (t.startsWith("book: ")) { sec.append(el("p", {cls: "ldf-explain-verdict", text: t})); list = null; }
+        else if (t === "what to change:") { sec.append(el("p", {cls: "ldf-planner-caption", text: X("change", "What to change")})); list = el("ul", {cls: "ldf-explain-changes"}); sec.append(list); }
+        else if (list && /^\s+[+-] /.test(t)) {
+          const m = t.trim().match(/^([+-]) (.*?): (.*)$/) || [null, "+", t.trim(), ""];
+          list.append(el("li", {cls: m[1] === "+" ? "ldf-explain-works" : "ldf-explain-fails"}, el("code", {text: m[2]}), m[3] ? `: ${m[3]}` : ""));
+        } else if (list && /^\s+cost: /.test(t) && list.lastChild) list.lastChild.append(el("span", {cls: "ldf-explain-cost", text: t.trim()}));
+        else { sec.append(el("p", {cls: "ldf-explain-note", text: t})); list = null; }
+      }
+      return sec;
+    }
+    let xtimer = null, xgen = 0, xruns = 0;
+    function xlater() { clearTimeout(xtimer); box.dataset.ldfPending = "1"; xtimer = setTimeout(xnow, PAUSE_MS); }
+    function xnow() { clearTimeout(xtimer); xtimer = null; box.dataset.ldfPending = "1"; xupdate(); }
+    async function xupdate() {
+      showX();
+      if (xwaiting()) { box.dataset.ldfWaiting = "1"; if (xtimer === null) delete box.dataset.ldfPending; return; }
+      delete box.dataset.ldfWaiting;
+      if (!spec.pyodide || !spec.worker || location.protocol === "file:" || root.dataset.ldfState === "failed") {
+        xerr.hidden = false; xerr.textContent = X("unavailable", "Python cannot run on this page here: run the command below.");
+        delete box.dataset.ldfPending; return;
+      }
+      const g = ++xgen;
+      const t0 = performance.now();
+      const files = {[LOG]: xc.source ? xc.source.value : ""};
+      if (xc.config && xc.config.value === CONFIG) files[`${xfolder()}/config.json`] = xc.configText.value;
+      const asJson = xc.json && xc.json.checked;
+      if (!workerReady) { xstatus.hidden = false; xstatus.textContent = X("starting", "Python is starting: the explanation follows."); }
+      // an explanation still queued (not begun) is stale now: drop it (the planner's own requests
+      // are dropped by generation; these never are, whatever the planner does meanwhile)
+      for (let i = queue.length - 1; i >= 0; i--) {
+        if (queue[i].explain) { pending.get(queue[i].id).resolve(null); pending.delete(queue[i].id); queue.splice(i, 1); }
+      }
+      const reply = await call({runs: asJson ? [{argv: xargv(true)}] : [{argv: xargv(false)}, {argv: xargv(true)}], files, explain: true},
+                               {gen: Number.MAX_SAFE_INTEGER, front: true});
+      xstatus.hidden = true;
+      if (!reply || g !== xgen) return;
+      const shown = reply.results[0], j = reply.results[asJson ? 0 : 1];
+      if (!shown || shown.code !== 0) {
+        const msg = errorLine(shown ? shown.err : "error: no answer");
+        xerr.hidden = false; xerr.textContent = msg; xmark(msg);
+        xouts.hidden = true;
+        box.dataset.ldfState = "error";
+      } else {
+        xerr.hidden = true; xerr.textContent = ""; xmark("");
+        const res = JSON.parse(j.out);
+        xresult.textContent = j.out;
+        xraw.textContent = shown.out.replace(/\n$/, "");
+        if (asJson) { xjson.textContent = shown.out.replace(/\n$/, ""); xjson.hidden = false; runsEl.replaceChildren(); }
+        else { xjson.hidden = true; runsEl.replaceChildren(...res.map((r, i) => drawRun(r, i, res.length))); }
+        xouts.hidden = false;
+        box.dataset.ldfState = "ok";
+      }
+      box.dataset.ldfMs = (performance.now() - t0).toFixed(1);
+      box.dataset.ldfPyMs = reply.results.reduce((t, r) => t + (r.ms || 0), 0).toFixed(1);   // the command's own Python
+      box.dataset.ldfWaitMs = Math.max(0, reply.sentAt - t0).toFixed(1);   // waited for a run begun before
+      box.dataset.ldfRuns = String(++xruns);
+      if (g === xgen && xtimer === null) delete box.dataset.ldfPending;
+    }
+    xform.addEventListener("submit", (e) => { e.preventDefault(); xnow(); });
+    xform.addEventListener("input", (e) => {
+      if (e.target === xc.file) return;
+      showX();
+      if (typed(e.target)) xlater(); else xnow();
+    });
+    xform.addEventListener("change", (e) => {
+      if (e.target === xc.file) { if (xc.file.files.length) readLog(xc.file.files[0]); return; }
+      if (typed(e.target) && xtimer !== null) xnow();
+    });
+    xform.addEventListener("keydown", (e) => { if (e.key === "Enter" && typed(e.target) && e.target.tagName === "INPUT") { e.preventDefault(); xnow(); } });
+    async function readLog(f) { xc.source.value = await f.text(); xnow(); }
+    xc.source.addEventListener("dragover", (e) => e.preventDefault());
+    xc.source.addEventListener("drop", (e) => { if (e.dataTransfer.files.length) { e.preventDefault(); readLog(e.dataTransfer.files[0]); } });
+    if (example) example.addEventListener("click", () => {
+      const ex = xs.example;
+      xc.source.value = ex.log;
+      if (xc.hardware) xc.hardware.value = ex.hardware || "";
+      if (xc.config) {
+        if (ex.config) { xc.config.value = CONFIG; xc.configText.value = ex.config; xc.folder.value = ex.folder || "my-model"; }
+        else xc.config.value = ex.preset || "";
+      }
+      xnow();
+    });
+    showX();
+  }
+
   // --- start -----------------------------------------------------------------------------------
   const MB = (b) => (b / 1e6).toFixed(1);
   const dl = spec.download || {total: 0};
@@ -743,6 +985,8 @@ function start(root) {
     showConfig();
     showHints();
     showCommand();
+    const xbox = document.querySelector(".ldf-explain");   // the explain box, further down the page
+    if (xbox) mountExplain(xbox);
     if (location.protocol === "file:") { status("unavailable", document.createTextNode(L("fromfile"))); root.dataset.ldfState = "unavailable"; return; }
     if (!spec.pyodide || !spec.worker) { status("unavailable", document.createTextNode(L("nopyodide"))); root.dataset.ldfState = "unavailable"; return; }
     const conn = navigator.connection;

@@ -25,6 +25,9 @@ none of them.  Modules, each importing only those listed before it:
 ``roofline``      lower bounds of a decode step and a prefill, the critical batch (blended, per kernel)
 ``coverage``      the published measurements' rows, and which of them cover a deployment
 ``plan``          ``python -m llm_dataflow plan``: :func:`llm_dataflow.core.plan.main`
+``engine_args``   a vLLM or SGLang command line read as the engine reads it, with its defaults
+``engine_log``    a startup log read into runs: each rank's figures, the settings, the error
+``explain``       ``python -m llm_dataflow explain``: a log reconciled with ``plan``'s fit
 ================  =============================================================================
 
 Every module's ``__all__`` is re-exported here (and by ``llm_dataflow``).
@@ -32,7 +35,7 @@ Every module's ``__all__`` is re-exported here (and by ``llm_dataflow``).
 import sys
 
 from . import (units, vision, hf_config, formats, quantization, config, hardware, engines, chips, kv, collectives, accounting,  # noqa: F401
-               parallel, fit, serving, roofline, coverage, plan)
+               parallel, fit, serving, roofline, coverage, plan, engine_args, engine_log, explain)
 from .units import *  # noqa: F401,F403
 from .vision import *  # noqa: F401,F403
 from .hf_config import *  # noqa: F401,F403
@@ -51,7 +54,10 @@ from .serving import *  # noqa: F401,F403
 from .roofline import *  # noqa: F401,F403
 from .coverage import *  # noqa: F401,F403
 from .plan import *  # noqa: F401,F403
+from .engine_args import *  # noqa: F401,F403
+from .engine_log import *  # noqa: F401,F403
+from .explain import *  # noqa: F401,F403
 
 MODULES = ("units", "vision", "hf_config", "formats", "quantization", "config", "hardware", "engines", "chips", "kv", "collectives", "accounting",
-           "parallel", "fit", "serving", "roofline", "coverage", "plan")
+           "parallel", "fit", "serving", "roofline", "coverage", "plan", "engine_args", "engine_log", "explain")
 __all__ = [name for m in MODULES for name in sys.modules[f"{__name__}.{m}"].__all__]

@@ -454,8 +454,9 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
     and one half computes while the other communicates.  Each half still reads all of this GPU's
     weights, so where reading the weights binds the step, the two halves take about twice the
     compute.  ``step, two micro-batches at best (s)`` is the bound of that schedule, ``max(compute
-    of both halves, communication of both halves)`` (``batch ≥ 2``): it beats ``step, nothing
-    overlapped`` only once compute grows with the batch.  Other ways overlap inside one batch
+    of both halves, communication of both halves)`` (``batch ≥ 2``; at batch 1 there is nothing to
+    split, and it is the one-batch step): it beats ``step, nothing overlapped`` only once
+    compute grows with the batch.  Other ways overlap inside one batch
     (a collective matmul that splits the dependent matmul into chunks; a GEMM that reduces its
     output tiles as they finish); for a latency-bound message they save little, and they are not
     modelled.  At ``batch = 1`` there is no second micro-batch: the communication is counted as
@@ -467,8 +468,8 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
         engine version, :data:`~llm_dataflow.core.engines.DEFAULT_ENGINE_VERSIONS`),
         ``all-reduce message (bytes)``, compute / TP / PP / total communication time per step and
         per token (s), ``comm / compute``, ``step, nothing overlapped (s)`` (compute +
-        communication), ``step, two micro-batches at best (s)`` (NaN at batch 1) and a
-        ``verdict``: ``"no communication"``, ``"adds to the step: at batch 1 no second
+        communication), ``step, two micro-batches at best (s)`` (at batch 1, with nothing to
+        split, the one-batch step) and a ``verdict``: ``"no communication"``, ``"adds to the step: at batch 1 no second
         micro-batch can hide it"``, ``"two micro-batches could hide it"`` (their bound beats the
         serial step), ``"adds to the step: two micro-batches re-read the weights and take
         longer"`` or ``"communication-bound"`` (``comm / compute ≥ 1``).
@@ -506,7 +507,7 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
     serial = compute + comm
     # Two micro-batches: the GPU computes both halves (each reads every weight of this GPU) and the
     # links carry both halves' messages; neither can go faster than that, whatever the overlap.
-    two = math.nan                        # batch 1: no second micro-batch (the calculator shows n/a)
+    two = serial                          # batch 1: nothing to split, the one-batch step
     if batch > 1:
         halves = [times(h) for h in (batch - batch // 2, batch // 2)]
         two = max(sum(h[0] for h in halves), sum(h[1] + h[2] for h in halves))

@@ -182,8 +182,21 @@ def test_step_time_calculator():
     # issue 45: at batch 1 there is no second micro-batch to overlap with, whatever the ratio
     assert d["comm / compute"] < 1 and d["verdict"].startswith("adds to the step: at batch 1")
     assert d["step, nothing overlapped (s)"] == d["compute per step (s)"] + d["communication per step (s)"]
+    # a second micro-batch re-reads the weights: where they bind (batch 8) two halves take longer than
+    # the whole batch with its all-reduces; once compute binds (batch 1024) the split pays
     b8 = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="NVLink4", batch=8)
-    assert b8["comm / compute"] < 1 and b8["verdict"] == "could hide behind another micro-batch's compute"
+    h4 = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="NVLink4", batch=4)
+    assert b8["step, two micro-batches at best (s)"] == max(2 * h4["compute per step (s)"],
+                                                            2 * h4["communication per step (s)"])
+    assert b8["comm / compute"] < 1 and b8["verdict"] == ("adds to the step: two micro-batches re-read the "
+                                                           "weights and take longer")
+    big = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="NVLink4", batch=1024)
+    assert big["step, two micro-batches at best (s)"] < big["step, nothing overlapped (s)"]
+    assert big["verdict"] == "two micro-batches could hide it"
+    odd = ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="NVLink4", batch=5)   # halves 3 + 2
+    parts = [ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="NVLink4", batch=b) for b in (3, 2)]
+    assert odd["step, two micro-batches at best (s)"] == max(sum(p["compute per step (s)"] for p in parts),
+                                                             sum(p["communication per step (s)"] for p in parts))
     assert ldf.parallel_step_time("Llama-3.1-70B", "H100-SXM", tp=8, link="InfiniBand-NDR",
                                   batch=8)["verdict"] == "communication-bound"
     assert ldf.parallel_step_time(tp=1, pp=1)["memory per GPU"].startswith("does not fit")

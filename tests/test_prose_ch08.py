@@ -62,3 +62,29 @@ def test_section5_transfer_shares():
     other = [v for k, v in rows.items() if not k.startswith("NVLink")]
     assert (round(100 * min(nv)), round(100 * max(nv))) == (1, 3)
     assert (round(100 * min(other)), round(100 * max(other))) == (14, 27)
+
+
+def test_alpha_estimator_by_hand():
+    # "three steps at gamma = 4, with 4, 1 and 0 drafts accepted ... alpha = (4 + 1 + 0) / (4 + 2 + 1)
+    # = 5/7 ≈ 0.71 ... 'accepted / proposed', here 5/12 ... position 1 was tested 3 times and
+    # accepted twice, 0.67; position 2 once in two, 0.5"
+    s = ldf.SpecStats(4, [4, 1, 0])
+    assert s.alpha == 5 / 7 and round(s.alpha, 2) == 0.71 and round(5 / 12, 2) == 0.42
+    by = ldf.acceptance_by_position([4, 1, 0], 4)
+    assert (by[0][0], by[0][1], round(by[0][2], 2)) == (3, 2, 0.67) and (by[1][0], by[1][1], by[1][2]) == (2, 1, 0.5)
+
+
+def test_fusion_tensor_bounds():
+    # "at least 32 MiB and at most 64 MiB": the cell's sizing, on a machine reporting 260 MiB of L3
+    # (the VM that ran the chapter), 32 MiB (a 2-core AMD EPYC) and 48 MiB (an Intel Xeon)
+    from llm_dataflow.memory import CacheLevel
+    MiB = ldf.MiB
+    for l3, want in ((260 * MiB, 64 * MiB), (32 * MiB, 32 * MiB), (48 * MiB, 48 * MiB)):
+        caches = [CacheLevel("L3", 3, "Unified", l3, "0-1", "test")]
+        assert min(ldf.past_last_level_bytes(1, caches, minimum=32 * MiB), 64 * MiB) == want
+    # the map's accounts: the figure's five panel names are the table's "account" values
+    from llm_dataflow.diagrams.optimization_map import draw_map
+    svg = draw_map("en")
+    for acc in ("Weights read per token", "KV cache read per token", "Activations and intermediates",
+                "Kernel launches (host overhead)", "Idle time and interference"):
+        assert acc in svg

@@ -449,21 +449,30 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
       ``pp_link`` (default: ``link``);
     * a step crosses all ``pp`` stages one after another.
 
-    Overlap needs independent work: an all-reduce sits between two dependent matmuls of the same
-    tokens, so only a second micro-batch's compute can run beside it (the batch split in two, one
-    half computing while the other communicates).  At ``batch = 1`` there is no second
-    micro-batch, and the communication adds to the step: ``step, nothing overlapped`` is then
-    the step's bound.  ``comm / compute < 1`` is the condition for such overlap to be possible
-    at all, not a promise that an engine does it.
+    Overlap needs independent work.  An all-reduce sits between two dependent matmuls of the
+    same tokens, so the usual way to hide it is a second micro-batch: split the batch in two,
+    and one half computes while the other communicates.  Each half still reads all of this GPU's
+    weights, so where reading the weights binds the step, the two halves take about twice the
+    compute.  ``step, two micro-batches at best (s)`` is the bound of that schedule, ``max(compute
+    of both halves, communication of both halves)`` (``batch ≥ 2``; at batch 1 there is nothing to
+    split, and it is the one-batch step): it beats ``step, nothing overlapped`` only once
+    compute grows with the batch.  Other ways overlap inside one batch
+    (a collective matmul that splits the dependent matmul into chunks; a GEMM that reduces its
+    output tiles as they finish); for a latency-bound message they save little, and they are not
+    modelled.  At ``batch = 1`` there is no second micro-batch: the communication is counted as
+    added to the step.
 
     Returns:
         dict: ``GPUs``, ``weights per GPU (GB)``, the memory-fit verdict
-        (:func:`~llm_dataflow.core.fit.memory_fit`), ``all-reduce message (bytes)``, compute /
-        TP / PP / total communication time per step and per token (s), ``comm / compute``,
-        ``step, nothing overlapped (s)`` (compute + communication) and a ``verdict``: ``"no
-        communication"``, ``"adds to the step: at batch 1 ..."``, ``"could hide behind another
-        micro-batch's compute"`` (``batch > 1`` and ``comm / compute < 1``) or
-        ``"communication-bound"``.
+        (:func:`~llm_dataflow.core.fit.memory_fit`: vLLM's convention at the package's default
+        engine version, :data:`~llm_dataflow.core.engines.DEFAULT_ENGINE_VERSIONS`),
+        ``all-reduce message (bytes)``, compute / TP / PP / total communication time per step and
+        per token (s), ``comm / compute``, ``step, nothing overlapped (s)`` (compute +
+        communication), ``step, two micro-batches at best (s)`` (at batch 1, with nothing to
+        split, the one-batch step) and a ``verdict``: ``"no communication"``, ``"adds to the step: at batch 1 no second
+        micro-batch can hide it"``, ``"two micro-batches could hide it"`` (their bound beats the
+        serial step), ``"adds to the step: two micro-batches re-read the weights and take
+        longer"`` or ``"communication-bound"`` (``comm / compute ≥ 1``).
 
     Raises:
         ValueError: unknown preset, a layout :func:`~llm_dataflow.core.parallel.check_parallel`
@@ -480,20 +489,33 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
     elem = dtype_bytes(plan.activation_dtype)
     n_gpu = tp * pp
     kv_share = kv_heads_per_rank(cfg, tp) / pp
-    kv_gpu = (kv_bytes(cfg, context, batch, plan) + batch * kv_token_bytes(cfg, plan.kv_dtype)) * kv_share
-    t_mem = (weight_bytes_read(cfg, plan, batch) / n_gpu + kv_gpu) / hw.hbm_bandwidth
-    t_flop = decode_step_flops(cfg, batch, context) / n_gpu / hw.flops(plan.compute_dtype(hw))
-    compute = pp * max(t_mem, t_flop)
+
+    def times(b: int) -> tuple[float, float, float]:
+        """(compute, TP all-reduces, PP sends) of one step of ``b`` sequences (s)."""
+        kv_gpu = (kv_bytes(cfg, context, b, plan) + b * kv_token_bytes(cfg, plan.kv_dtype)) * kv_share
+        t_mem = (weight_bytes_read(cfg, plan, b) / n_gpu + kv_gpu) / hw.hbm_bandwidth
+        t_flop = decode_step_flops(cfg, b, context) / n_gpu / hw.flops(plan.compute_dtype(hw))
+        msg_b = b * cfg.d_model * elem
+        t_tp = 2 * cfg.n_layers * collective_time("all_reduce", msg_b, tp, link, algorithm) if tp > 1 else 0.0
+        t_pp = (pp - 1) * p2p_time(msg_b, pp_link or link) if pp > 1 else 0.0
+        return pp * max(t_mem, t_flop), t_tp, t_pp
+
+    compute, t_tp, t_pp = times(batch)
     msg = batch * cfg.d_model * elem
-    t_tp = 2 * cfg.n_layers * collective_time("all_reduce", msg, tp, link, algorithm) if tp > 1 else 0.0
-    t_pp = (pp - 1) * p2p_time(msg, pp_link or link) if pp > 1 else 0.0
     comm = t_tp + t_pp
     ratio = comm / compute
-    # Each all-reduce waits for the matmul before it and the next matmul waits for it, so only
-    # another micro-batch's compute can overlap it: at batch 1 there is none, and it adds.
+    serial = compute + comm
+    # Two micro-batches: the GPU computes both halves (each reads every weight of this GPU) and the
+    # links carry both halves' messages; neither can go faster than that, whatever the overlap.
+    two = serial                          # batch 1: nothing to split, the one-batch step
+    if batch > 1:
+        halves = [times(h) for h in (batch - batch // 2, batch // 2)]
+        two = max(sum(h[0] for h in halves), sum(h[1] + h[2] for h in halves))
     verdict = ("no communication" if comm == 0 else
-               "adds to the step: at batch 1 no second micro-batch can overlap it" if batch == 1 else
-               "could hide behind another micro-batch's compute" if ratio < 1 else "communication-bound")
+               "adds to the step: at batch 1 no second micro-batch can hide it" if batch == 1 else
+               "communication-bound" if ratio >= 1 else
+               "two micro-batches could hide it" if two < serial else
+               "adds to the step: two micro-batches re-read the weights and take longer")
     return {
         "GPUs": n_gpu,
         "weights per GPU (GB)": fit.weights / GB,
@@ -506,7 +528,8 @@ def parallel_step_time(model: str = "Llama-3.1-70B", hardware: str = "H100-SXM",
         "compute per token (s)": compute / batch,
         "communication per token (s)": comm / batch,
         "comm / compute": ratio,
-        "step, nothing overlapped (s)": compute + comm,
+        "step, nothing overlapped (s)": serial,
+        "step, two micro-batches at best (s)": two,
         "verdict": verdict,
     }
 

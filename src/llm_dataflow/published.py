@@ -92,7 +92,8 @@ BOUND_METHODS: dict[str, str] = {
                "every decode step) / peak vs decode bytes / bandwidth, on n_gpus summed",
     "prefill_tokens": "time per prompt token of a prefill fleet: the matmul FLOPs of every prompt token not "
                       "served from a KV-cache hit / peak, on n_gpus summed",
-    "gemm": "time of one GEMM: max(2MNK / peak, compulsory bytes / HBM bandwidth) (gemm.gemm_traffic)",
+    "gemm": "time of one GEMM: max(2MNK / peak, compulsory bytes / HBM bandwidth) (gemm.gemm_traffic; the "
+            "output [M, N] in params out_dtype when given)",
     "all_to_all": "time of an expert-parallel dispatch/combine: collectives.collective_time('all_to_all') "
                   "with the link's per-direction bandwidth and no latency term",
     "hbm": "peak: HardwareSpec.hbm_bandwidth (B/s)",
@@ -339,8 +340,13 @@ def _prefill_tokens(cfg, hw, plan, cached_fraction):
 
 
 def _gemm(hw, p):
+    """Seconds of one GEMM: its FLOPs at the ``dtype`` peak against its compulsory bytes at the HBM
+    bandwidth, the inputs in ``dtype`` and the output ``[M, N]`` in ``out_dtype`` (default
+    ``dtype``; DeepGEMM's FP8 GEMMs write BF16)."""
     t = gemm_traffic(p["M"], p["N"], p["K"], p["M"], p["N"], p["K"], p["dtype"])
-    compute, memory = t.flops / hw.flops(p["dtype"]), t.compulsory_bytes / hw.hbm_bandwidth
+    out = p.get("out_dtype", p["dtype"])
+    nbytes = t.compulsory_bytes + p["M"] * p["N"] * (dtype_bytes(out) - dtype_bytes(p["dtype"]))
+    compute, memory = t.flops / hw.flops(p["dtype"]), nbytes / hw.hbm_bandwidth
     return max(compute, memory), ("compute" if compute > memory else "memory")
 
 
@@ -474,27 +480,44 @@ def published_table(rows: list[PublishedMeasurement] | None = None):
 SYSTEM_KINDS: dict[str, str] = {
     "tuned kernels and links": "a kernel or link tuned for its chip: the rows of chapters 04, 06 and 07 "
                                "that are not gpt-fast decode rows, less KIND_EXCEPTIONS",
-    "single-GPU decode": "batch-1 decode on one GPU: chapter 05's time rows (gpt-fast)",
-    "tensor-parallel decode": "dense tensor-parallel decode at batch 1: chapter 07's gpt-fast time rows",
-    "serving systems": "whole serving systems: chapter 08's rows that are not gpt-fast decode rows",
+    "single-GPU decode": "batch-1 decode of a dense model on one GPU, in any weight format: chapter 05's time "
+                         "rows (gpt-fast)",
+    "tensor-parallel decode": "batch-1 decode of a dense model under tensor parallelism, in any weight format: "
+                              "gpt-fast's time rows on more than one GPU (chapters 07 and 08)",
+    "MoE tensor-parallel decode": "batch-1 decode of a mixture of experts under tensor parallelism, in any "
+                                  "weight format: chapter 03's time rows on more than one GPU",
+    "serving systems": "whole serving systems whose bound charges the work they report: chapter 08's rows "
+                       "that are not gpt-fast decode rows, less KIND_EXCEPTIONS",
 }
-#: Rows kept out of "tuned kernels and links", with the reason the appendix gives.
+#: Rows kept out of the kind they would otherwise fall in, with the reason the appendix gives.
 KIND_EXCEPTIONS: dict[str, str] = {
     "deepgemm-64x2112x7168": "the smallest GEMM: at a few microseconds a kernel's fixed start-up cost weighs most",
     "fa2-h100-fwd-bwd": "code written for an older chip (FlashAttention-2 uses none of Hopper's features), and a "
                         "forward and backward pass",
-    "fa2-gpt3-2.7b-8k-no-flash": "a training run without FlashAttention, the baseline the kernel improves on",
+    "fa2-gpt3-2.7b-8k-no-flash": "a whole training run, not a kernel, and without FlashAttention: the baseline "
+                                 "the kernel improves on",
+    "fa2-gpt3-2.7b-8k-flash2": "a whole training run (FlashAttention-2's Table 1), not a kernel",
+    "mlperf41-h100x8-llama2-70b-99.9": "MLPerf Offline reports output tokens only, so its bound charges no prompt: "
+                                       "looser than the other serving rows' bounds",
+    "mlperf41-h200x8-llama2-70b-99": "MLPerf Offline reports output tokens only, so its bound charges no prompt: "
+                                     "looser than the other serving rows' bounds",
+    "mlperf41-b200x1-llama2-70b-99": "MLPerf Offline reports output tokens only, so its bound charges no prompt: "
+                                     "looser than the other serving rows' bounds",
 }
 
 
 def _in_kind(kind: str, m: PublishedMeasurement) -> bool:
+    if m.id in KIND_EXCEPTIONS:
+        return False
     gpt_fast = m.id.startswith("gptfast")
     if kind == "tuned kernels and links":
-        return m.chapter in ("04", "06", "07") and not gpt_fast and m.id not in KIND_EXCEPTIONS
+        return m.chapter in ("04", "06", "07") and not gpt_fast
     if kind == "single-GPU decode":
         return m.chapter == "05" and m.kind == "time"
     if kind == "tensor-parallel decode":
-        return m.chapter == "07" and gpt_fast and m.kind == "time"
+        return m.chapter in ("07", "08") and gpt_fast and m.kind == "time" and m.n_gpus > 1
+    if kind == "MoE tensor-parallel decode":
+        return m.chapter == "03" and m.kind == "time" and m.n_gpus > 1
     return m.chapter == "08" and not gpt_fast          # "serving systems"
 
 

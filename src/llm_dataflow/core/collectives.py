@@ -206,8 +206,9 @@ def two_tier_ring_time(op: str, nbytes: float, n_ranks: int, ranks_per_node: int
     although only :func:`ring_hops` ``[1]`` of the ``n_ranks`` hops cross the network.  The
     latency is a chain: a rank's step waits for its predecessor's previous step, not for every
     hop of the ring, so the ``steps`` α's in a row cross the network only a few times — NCCL's
-    tuning model (NVIDIA/nccl ``src/graph/tuning.cc``, ``nInterSteps``) charges the network's α
-    to ``2·nodes`` of an all-reduce's steps, ``nodes − 1`` of an all-gather's or
+    tuning model (NVIDIA/nccl ``src/graph/tuning.cc``, ``nInterSteps``) charged the network's α
+    to ``2·nodes`` of an all-reduce's steps up to NCCL 2.23.3 (``2·(nodes − 1)`` from 2.23.4,
+    commit 68b54236; this function keeps the older count), ``nodes − 1`` of an all-gather's or
     reduce-scatter's and ``nodes`` of a broadcast's, and the intra-node α to the rest; an
     all-to-all's pairwise exchange has pairs across the network in every step, which pays the
     larger α each time.  ``rings`` parallel rings (NCCL's channels), each leaving the node

@@ -27,10 +27,12 @@ all of these hold:
    BF16 and FP16 match, FP8 and FP8-E4M3 match, INT4 does not match FP4;
 6. the same batch.
 
-Neither the TP degree nor the context is matched: appendix 09 shows the efficiency falling as
-the degree grows (so a range from rows of several degrees is wide), and the decode rows are
-short contexts (at most a few hundred tokens), so the range is meant for such contexts
-(``plan`` prints the rows' ids and contexts).  Weight formats
+Neither the TP degree nor the context is part of this rule.  But appendix 09 shows the
+efficiency falling as the degree grows, so :func:`~llm_dataflow.core.plan.published_range` then
+keeps only the covering rows at the deployment's TP degree when any exist, and otherwise says
+that the band spans the rows' degrees.  The decode rows are short contexts (at most a few
+hundred tokens), so the range is meant for such contexts (``plan`` prints the rows' ids and
+contexts).  Weight formats
 the row gives beyond :data:`~llm_dataflow.core.formats.WEIGHT_FORMATS` (``int4-g32``) cover
 nothing here, because ``plan`` must compute the row's bound with the row's own format.
 """

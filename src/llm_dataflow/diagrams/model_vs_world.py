@@ -49,10 +49,12 @@ def draw_bounds(lang: str) -> str:
          p("left out: start-up, clocks, protocol overhead", "未计入：启动开销、降频、协议开销")),
         ("single-GPU decode", p("Batch-1 decode on one GPU", "单 GPU、batch 1 的 Decode"),
          p("left out: a chain of kernels ramping up and down", "未计入：一串 kernel 的启动与收尾")),
-        ("tensor-parallel decode", p("Tensor-parallel decode at batch 1", "batch 1 的张量并行 Decode"),
+        ("tensor-parallel decode", p("Dense tensor-parallel decode, batch 1", "batch 1 的稠密模型张量并行 Decode"),
          p("left out: all-reduce latency, launches, LM head", "未计入：all-reduce 延迟、启动、LM head")),
+        ("MoE tensor-parallel decode", p("Mixture of experts under TP, batch 1", "batch 1 的 MoE 张量并行 Decode"),
+         p("left out: many small kernels per layer", "未计入：每层许多小 kernel 的开销")),
         ("serving systems", p("Whole serving systems", "完整的推理服务系统"),
-         p("left out: scheduling, load balance, prompts", "未计入：调度、负载均衡、prompt")),
+         p("left out: scheduling, load balance, idle time", "未计入：调度、负载均衡、空闲时间")),
     ]
     stated = [m for m in rows if not m.is_measured]
     row_h, top = 66, 70
@@ -60,7 +62,7 @@ def draw_bounds(lang: str) -> str:
     c = Canvas(W, H, lang=lang, title=p(
         "Published measurements against the book's bound: the range each kind of system reaches, "
         "what the bound leaves out, and the stated expectations kept apart",
-        "公开实测与本书下界的对照：每类系统达到的区间、下界未计入的部分，以及单列的声称值"))
+        "公开实测与本书下界的对照：每类系统达到的区间、下界未计入的部分，以及单列的预期值"))
     room = W - 2 * PAD
     _line(c, PAD, PAD + 16, p("How close measured runs come to the bound", "实测离下界有多近"),
           room=room, size=15, weight="bold")
@@ -86,7 +88,7 @@ def draw_bounds(lang: str) -> str:
         _line(c, PAD, by + 33, left_out, room=room, fill=PALETTE["muted"], italic=True)
         y += row_h
     # the stated expectations, apart
-    _line(c, PAD, y + 12, p("Stated expectations, not runs", "声称的预期值，并非实测"), room=room, weight="bold",
+    _line(c, PAD, y + 12, p("Stated expectations, not runs", "给出的预期值，并非实测"), room=room, weight="bold",
           fill=PALETTE["accent"])
     dy = y + 28
     c.line(_x(0), dy, _x(1), dy, stroke="#b0b0b0", width=1)

@@ -95,9 +95,9 @@ def draw_parallelisms(lang: str) -> str:
          p("1 send per stage boundary, D values per token", "每个阶段边界发送 1 次，每个 token D 个值"),
          p(f"Llama-3.1-70B: {_kb(b['pp'])} per token per boundary",
            f"Llama-3.1-70B：每 token 每个边界 {_kb(b['pp'])}")),
-        (p("3  Expert parallel: cut the experts", "3  专家并行：把专家分开"),
-         p("experts 1 … E/2\n+ attention", "专家 1 … E/2\n+ attention"),
-         p("experts E/2+1 … E\n+ attention", "专家 E/2+1 … E\n+ attention"),
+        (p("3  Expert parallel: cut the experts", "3  专家并行：把专家分散到各 GPU"),
+         p("experts 1 … E/2\n+ attention", "专家 1 … E/2\n及 attention"),
+         p("experts E/2+1 … E\n+ attention", "专家 E/2+1 … E\n及 attention"),
          "both",
          p("2 all-to-alls per MoE layer: k slots go out, come back",
            "每个 MoE 层 2 次 all-to-all：k 个槽位发出再收回"),
@@ -131,8 +131,8 @@ def draw_parallelisms(lang: str) -> str:
         y += panel_h + gap_h
         if y < H - PAD - FOOT:
             c.line(PAD, y - gap_h / 2, W - PAD, y - gap_h / 2, stroke="#d0d0d0", width=1)
-    _line(c, PAD, H - PAD, p("Drawn for 2 GPUs; bytes of BF16 values (2 B each).",
-                              "按 2 块 GPU 绘制；字节数按 BF16（每个值 2 B）计。"),
+    _line(c, PAD, H - PAD, p("Drawn for 2 GPUs, EP's bytes for 8; BF16, 2 B a value.",
+                              "按 2 块 GPU 绘制，EP 字节数按 8 块计；BF16，每个值 2 B。"),
           room=room, size=SIZE, fill=PALETTE["muted"], italic=True)
     return c.svg()
 

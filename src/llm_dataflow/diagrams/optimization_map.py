@@ -1,8 +1,10 @@
 """Chapter 08's diagram: the optimisation map as the accounts of a step that each technique changes.
 
 ``ch08_map``: five accounts a decode or prefill step spends (the weights read per token, the KV
-cache read per token, activations and intermediates, host round trips, idle time), each with the
-techniques that change it and one example computed by the package:
+cache read per token, activations and intermediates, kernel launches, idle time and
+interference), each with the techniques that change it and one example computed by the package.
+Chapter 08's closing table names the same five accounts (its "account" column), beside the lever
+each technique pulls:
 
 * weights: the bytes a batch-1 decode step of Llama-3-8B reads at context 0, in BF16 and INT4
   (:func:`~llm_dataflow.core.roofline.decode_step_bounds`: every weight once, one embedding row,
@@ -11,11 +13,14 @@ techniques that change it and one example computed by the package:
   included);
 * activations: the score matrix of one layer of a 4,096-token Llama-3-8B prefill in BF16,
   ``H · T² · 2`` bytes, which FlashAttention never stores;
-* host round trips: the kernels of an unfused residual add + RMSNorm
+* kernel launches (host overhead: each launch is a one-way command from the host, not a round
+  trip): the kernels of an unfused residual add + RMSNorm
   (:func:`~llm_dataflow.fusion.fusion_bytes`), and batching, whose one step's launches serve every
   row.  Speculative decoding is not on this row: it cuts the *target's* steps per token but adds
   γ draft forwards per step, so its launches per token can grow;
-* idle time: the bubble of one request on four pipeline stages
+* idle time and interference: continuous batching fills the rows a static batch leaves idle, and
+  P/D disaggregation keeps prefills from running between a request's decode steps (the ITL tail);
+  the example is the bubble of one request on four pipeline stages
   (:func:`~llm_dataflow.core.parallel.pipeline_bubble_fraction`).
 """
 from __future__ import annotations
@@ -70,7 +75,8 @@ def draw_map(lang: str) -> str:
     rows = [
         (p("Weights read per token", "每个 token 读取的权重"), PALETTE["hbm"],
          [p("quantisation: fewer bytes per weight", "量化：每个权重的字节更少"),
-          p("batching, speculation: more tokens per read", "批处理、投机解码：每次读取服务更多 token")],
+          p("batching, speculation: more tokens per read", "批处理、投机解码：每次读取服务更多 token"),
+          p("parallelism: each GPU reads only its share", "并行：每块 GPU 只读自己那一份")],
          p(f"Llama-3-8B step: {gb2(n['w_bf16'])} in BF16, {gb2(n['w_int4'])} in INT4",
            f"Llama-3-8B 每步读取：BF16 {gb2(n['w_bf16'])}，INT4 {gb2(n['w_int4'])}")),
         (p("KV cache read per token", "每个 token 读取的 KV Cache"), PALETTE["smem"],
@@ -83,19 +89,19 @@ def draw_map(lang: str) -> str:
           p("W8A8, FP8: half the bytes, twice the FLOP roof", "W8A8、FP8：字节减半，算力屋顶翻倍")],
          p(f"{PREFILL_T:,}-token prefill: {gb(n['scores'])} of scores per layer",
            f"{PREFILL_T:,} token 的 Prefill：每层分数矩阵 {gb(n['scores'])}")),
-        (p("Host round trips", "主机往返"), PALETTE["host"],
+        (p("Kernel launches (host overhead)", "kernel 启动（主机开销）"), PALETTE["host"],
          [p(f"fusion: {n['kernels']} kernel launches become 1", f"融合：{n['kernels']} 次 kernel 启动变为 1 次"),
           p("batching: one step's launches serve every row", "批处理：一步的 kernel 启动服务所有行")],
          p("each launch costs microseconds, whatever its bytes", "每次启动都要几微秒，与字节多少无关")),
-        (p("Idle time", "空闲时间"), PALETTE["compute"],
+        (p("Idle time and interference", "空闲与干扰"), PALETTE["compute"],
          [p("continuous batching: no row waits for a batch", "连续批处理：没有一行要等整批结束"),
-          p("P/D disaggregation: no prefill stalls a decode", "P/D 分离：Prefill 不再卡住 Decode")],
+          p("P/D disaggregation: no prefill between decodes", "P/D 分离：Decode 步之间不再插入 Prefill")],
          p(f"one request on 4 pipeline stages: {n['bubble']:.0%} idle",
            f"一个请求跑 4 级流水线：{n['bubble']:.0%} 的时间空闲")),
     ]
     head_h, line_h, gap_h, top = 26, 18, 12, 30
-    row_h = head_h + 3 * line_h + 6
-    H = PAD + top + len(rows) * (row_h + gap_h) + 22 + PAD
+    heights = [head_h + (len(lines) + 1) * line_h + 6 for _, _, lines, _ in rows]
+    H = PAD + top + sum(heights) + len(rows) * gap_h + 22 + PAD
     c = Canvas(W, H, lang=lang, title=p(
         "The optimisation map: five accounts of a step and the techniques that change each",
         "优化全景图：一步的五本账，以及改变每本账的技术"))
@@ -103,13 +109,14 @@ def draw_map(lang: str) -> str:
     _line(c, PAD, PAD + 16, p("What each optimisation changes", "每种优化改变的是哪本账"), room=W - 2 * PAD,
           size=15, weight="bold")
     y = PAD + top
-    for head, colour, lines, example in rows:
+    for (head, colour, lines, example), row_h in zip(rows, heights):
         c.rect(PAD, y, W - 2 * PAD, row_h, fill="#ffffff", stroke=colour, width=1.5)
         c.rect(PAD, y, W - 2 * PAD, head_h, fill=colour, stroke=colour, width=1.5)
         _line(c, PAD + 8, y + 18, head, room=room, size=14, weight="bold", fill="#ffffff")
         for i, s in enumerate(lines):
             _line(c, PAD + 8, y + head_h + 15 + i * line_h, s, room=room)
-        _line(c, PAD + 8, y + head_h + 15 + 2 * line_h, example, room=room, fill=PALETTE["muted"], italic=True)
+        _line(c, PAD + 8, y + head_h + 15 + len(lines) * line_h, example, room=room, fill=PALETTE["muted"],
+              italic=True)
         y += row_h + gap_h
     _line(c, PAD, y + 12, p("A change saves time only where its account binds.",
                             "只有当它改变的那本账是瓶颈时，优化才省时间。"),

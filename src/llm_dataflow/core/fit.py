@@ -351,7 +351,7 @@ class MemoryFit:
                     f"{g(self.non_torch)}{graphs} exceed {head} = {g(self.budget)} per GPU{tail}")
         room = f"{self.kv_tokens:,} KV tokens ({head} = {g(self.budget)} per GPU)"
         if not self._kv_fits():
-            return (f"does not fit: {self.batch:,} sequences of {self.context:,} tokens take "
+            return (f"does not fit: {self.batch:,} × {self.context:,} tokens take "
                     f"{g(self.kv_allocated)} of KV, the room holds {g(self.kv_bytes)}: {room}{tail}")
         if not self.graphs_fit:
             return (f"does not fit with CUDA graphs: their pool ({g(self.cuda_graphs)}) exceeds the "

@@ -536,6 +536,10 @@ def _run(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_dataflow",
                                      description="Executable lessons on how data moves through LLM inference.")
     sub = parser.add_subparsers(dest="command", required=True)
+    # listed for --help only: ``python -m llm_dataflow explain …`` is taken by core.explain.main
+    # before this parser sees it (core.explain imports this module, not the reverse)
+    sub.add_parser("explain", help="reconcile a vLLM or SGLang startup log or command line with the plan "
+                                   "(python -m llm_dataflow explain --help)", add_help=False)
     p = sub.add_parser("plan", help="bytes, fit and roofline bounds of one deployment",
                        description="Bytes, memory fit and roofline bounds of one deployment: the numbers the book's "
                                    "calculators show, in the serving engine's own convention (vLLM by default, "

@@ -170,8 +170,14 @@ CORPUS = [
 #: The stored logs explain does not reconcile, each with why (the parser still reads every one:
 #: ``test_every_stored_log_is_read_or_refused_with_its_reason``).
 NOT_RECONCILED = {
-    "vllm-issue-13061-2x-rtx4090.log": "DeepSeek-R1-Distill-Qwen-14B's config.json is not in this book's sources",
-    "vllm-issue-14452-rtx5090.log": "the post does not name the model",
+    "vllm-issue-13061-2x-rtx4090.log": "DeepSeek-R1-Distill-Qwen-14B's config.json is not in this book's sources (only "
+                                       "GGUF metadata of its shapes, ollama/ollama issue #9245), and the excerpt names "
+                                       "no vLLM version: at 131,072 tokens V0's chunked-prefill default decides the "
+                                       "activation peak, so the room would be a guess",
+    "vllm-issue-14452-rtx5090.log": "the stored lines do not name the model (the same post's engine line names "
+                                    "/models/QwQ-32B-unsloth-bnb-4bit, bitsandbytes at PP 2, for a run at 60,000 "
+                                    "tokens; neither QwQ-32B's config.json nor the checkpoint's quantization block is "
+                                    "in this book's sources)",
     "mellea-pr416-h100.log": "the PR does not name the model",
     "gpustack-runner-pr251-cudagraph.log": "the excerpt names no model",
     "club-3090-issue127-cudagraph.log": "the excerpt names no model",

@@ -37,6 +37,15 @@ def test_vllm_serve_flags_dashes_underscores_and_equals():
     assert cmd.env == {"CUDA_VISIBLE_DEVICES": "0,1", "VLLM_USE_V1": "1"}
 
 
+def test_max_model_len_with_vllms_suffixes():
+    # vLLM reads --max-model-len with engine/arg_utils.py's human_readable_int: k, m, g decimal
+    # (decimals allowed), K, M, G binary (whole numbers only); tim-roethig/ai-platform's 8 x L40S
+    # command passes '--max-model-len 32K' and its log says "Using max model len 32768"
+    got = {v: parse_command(f"vllm serve m --max-model-len {v}").settings["max_model_len"]
+           for v in ("32K", "32k", "25.6k", "1M", "131072")}
+    assert got == {"32K": 32768, "32k": 32000, "25.6k": 25600, "1M": 1048576, "131072": 131072}
+
+
 def test_vllm_model_after_its_switches_and_the_api_server_module():
     # vllm-project/vllm issue #13061's command: switches first, the model last
     cmd = parse_command("vllm serve --trust-remote-code --tensor_parallel_size 2 --gpu_memory_utilization=0.98  "
@@ -62,7 +71,9 @@ def test_sglang_launch_server_aliases():
 
 @pytest.mark.parametrize("text, message", [
     ("ls -la /models", "no engine command found: expected 'vllm serve MODEL"),
-    ("vllm serve m --max-model-len 32k", "max_model_len='32k' (--max-model-len) is not allowed; give an integer"),
+    ("vllm serve m --max-model-len 32x", "max_model_len='32x' (--max-model-len) is not allowed; give an integer"),
+    ("vllm serve m --max-model-len 1.5K", "or one with a suffix: 32k = 32,000, 32K = 32,768"),
+    ("vllm serve m --max-num-seqs 1k", "max_num_seqs='1k' (--max-num-seqs) is not allowed; give an integer"),
     ("vllm serve m --gpu-memory-utilization high", "gpu_memory_utilization='high'"),
     ("vllm serve m --max-num-seqs", "max_num_seqs: the flag --max-num-seqs has no value"),
     ("vllm serve 'm --tp 2", "a quote left open"),
@@ -191,8 +202,43 @@ def test_ansi_colours_and_every_rank_prefix():
             "(RayWorkerWrapper pid=5121, ip=10.0.0.2) INFO 08-01 model_runner.py:1] Loading model weights took 13.9476 GB\n"
             "(Worker_PP1_TP0 pid=77) INFO 05-14 [gpu_worker.py:460] Available KV cache memory: 15.71 GiB\n")
     run = read_engine_text(text).runs[0]
-    assert sorted(run.ranks) == ["PP1 TP0", "TP1", "pid 1786", "pid 1787", "pid 5121", "rank 3"]
+    assert sorted(run.ranks) == ["PP1 TP0", "TP1", "pid 1786", "pid 1787", "pid 5121@10.0.0.2", "rank 3"]
     assert gib(run, "kv_memory") == 15.70
+
+
+def test_per_worker_kv_reports_and_the_free_memory_summary_are_one_start():
+    # vLLM 0.10.2 at TP 8 with EP: the engine core prints "GPU KV cache size" and "Maximum
+    # concurrency" once per worker (eight, 237,344 to 238,256 tokens) and sizes the cache by the
+    # least; after the graphs each worker prints 0.10.2's "Free memory on device" summary
+    lg = read("vllm-0.10.2-qwen3-235b-fp8-8xl40s-ep8-excerpt.log")
+    assert (lg.version, lg.era, len(lg.runs)) == ("0.10.2", "vllm-v1", 1)
+    run = lg.runs[0]
+    assert {f"TP{i} EP{i}" for i in range(8)} <= set(run.ranks)          # '(Worker_TP3_EP3 pid=…)'
+    assert run.figure("kv_tokens").value == 237344 and run.figure("max_concurrency").value == 7.24
+    assert (gib(run, "weights"), gib(run, "kv_memory"), gib(run, "total_memory"), gib(run, "budget"),
+            gib(run, "activations"), gib(run, "non_torch"), gib(run, "cuda_graph")) == (
+        27.7183, 10.64, 44.42, 39.98, 1.4, 0.21, 3.45)
+    assert run.settings["enable_expert_parallel"].value is True and run.settings["max_num_batched_tokens"].value == 2048
+    assert lg.command.settings["max_model_len"] == 32768                   # '--max-model-len 32K'
+
+
+def test_ray_workers_on_several_nodes_and_deduplicated_lines():
+    # vLLM 0.10.1.1 over Ray on four A100 nodes: '(EngineCore_0 pid=…) (RayWorkerWrapper pid=345,
+    # ip=…)', one pid on two nodes, and Ray's "[repeated 3x across cluster]" lines: one start
+    lg = read("vllm-0.10.1.1-gpt-oss-120b-4xa100-80gb-ray-excerpt.log")
+    assert (lg.version, lg.model, len(lg.runs)) == ("0.10.1.1", "gpt-oss-120b", 1)
+    run = lg.runs[0]
+    assert {"pid 345@10.42.11.243", "pid 345@10.42.9.225", "pid 343@10.42.9.224", "pid 1273"} <= set(run.ranks)
+    assert (gib(run, "weights"), gib(run, "kv_memory"), gib(run, "cuda_graph")) == (17.2217, 45.32, 1.88)
+    assert run.figure("kv_tokens").value == 2640144 and run.settings["quantization"].value == "mxfp4"
+
+
+def test_a_version_command_pasted_before_the_log_and_a_banner_version():
+    lg = read("vllm-0.10.2-qwen3-30b-a3b-fp8-2xl40s-ep2-excerpt.log")     # 'vllm --version' then '0.10.2'
+    assert lg.version == "0.10.2" and lg.command.settings["enable_expert_parallel"] is True
+    lg = read("vllm-0.16.0-llama3-70b-awq-2xl40s.log")                    # the 0.16 banner's 'version 0.16.0'
+    assert (lg.version, lg.runs[0].settings["quantization"].value) == ("0.16.0", "awq_marlin")
+    assert gib(lg.runs[0], "weights") == 18.55 and gib(lg.runs[0], "cuda_graph") == 1.22
 
 
 def test_an_oom_during_graph_capture_is_named_as_such():

@@ -42,7 +42,9 @@ class FlagSpec:
         engine: ``"vllm"`` or ``"sglang"``.
         name: the setting's name as the engine stores it (``tensor_parallel_size``).
         flags: the spellings the engine's parser accepts (``--tensor-parallel-size``, ``-tp``).
-        kind: ``"int"``, ``"float"``, ``"str"`` or ``"bool"`` (a switch: present means True).
+        kind: ``"int"``, ``"hint"`` (an integer vLLM also reads with a suffix: ``32K`` = 32,768,
+            ``32k`` = 32,000; vLLM ``engine/arg_utils.py`` ``human_readable_int``), ``"float"``,
+            ``"str"`` or ``"bool"`` (a switch: present means True).
     """
 
     engine: str
@@ -63,7 +65,7 @@ ENGINE_FLAGS = (
     _f("vllm", "pipeline_parallel_size", "int", "--pipeline-parallel-size", "-pp"),
     _f("vllm", "data_parallel_size", "int", "--data-parallel-size", "-dp"),
     _f("vllm", "enable_expert_parallel", "bool", "--enable-expert-parallel"),
-    _f("vllm", "max_model_len", "int"),
+    _f("vllm", "max_model_len", "hint"),
     _f("vllm", "gpu_memory_utilization", "float"),
     _f("vllm", "max_num_batched_tokens", "int"),
     _f("vllm", "max_num_seqs", "int"),
@@ -185,11 +187,18 @@ def _convert(spec: FlagSpec, raw, where: str):
         raise ValueError(f"{spec.name}={raw!r} ({where}) is not allowed; a switch takes no value, or true/false")
     if spec.kind == "str":
         return str(raw)
+    if spec.kind == "hint":
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgKMG])", str(raw).strip())
+        if m and m.group(2).islower():                      # decimal multipliers, decimals allowed
+            return int(float(m.group(1)) * 1000 ** "kmg".index(m.group(2)) * 1000)
+        if m and "." not in m.group(1):                      # binary multipliers, whole numbers only
+            return int(m.group(1)) * 1024 ** ("KMG".index(m.group(2)) + 1)
     try:
-        return int(raw) if spec.kind == "int" else float(raw)
+        return int(raw) if spec.kind in ("int", "hint") else float(raw)
     except (TypeError, ValueError):
-        kind = "an integer" if spec.kind == "int" else "a number"
-        extra = " (a suffix such as 32k is not read here)" if spec.kind == "int" else ""
+        kind = "an integer" if spec.kind in ("int", "hint") else "a number"
+        extra = (" (a suffix such as 32k is not read here)" if spec.kind == "int" else
+                 " (or one with a suffix: 32k = 32,000, 32K = 32,768)" if spec.kind == "hint" else "")
         raise ValueError(f"{spec.name}={raw!r} ({where}) is not allowed; give {kind}{extra}") from None
 
 

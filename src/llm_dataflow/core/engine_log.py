@@ -240,7 +240,7 @@ def decode_input(data, *, total: int | None = None) -> tuple:
 # --- line prefixes ------------------------------------------------------------------------------
 _ANSI = re.compile(r"(?:\x1b|\^\[)?\[[0-9;]{1,8}m")
 _VLLM_PREFIX = re.compile(r"\((?P<who>[A-Za-z_]+?(?:_\d+)?)(?:[_ ](?P<tag>(?:DP\d+_?|PP\d+_?|TP\d+_?|EP\d+_?)+))?"
-                          r"(?:\s+rank=(?P<rank>\d+))?\s+pid=(?P<pid>\d+)(?:,\s*ip=[\d.:a-f]+)?\)")
+                          r"(?:\s+rank=(?P<rank>\d+))?\s+pid=(?P<pid>\d+)(?:,\s*ip=(?P<ip>[\d.:a-f]+))?\)")
 _SGL_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<tags>(?: (?:DP|TP|EP|PP|CP)\d+)*)\]")
 _OTHER_ENGINES = (
     ("llama.cpp", re.compile(r"llama_model_loader:|llm_load_tensors:|llama_kv_cache|load_tensors:|llama_new_context")),
@@ -268,7 +268,7 @@ def _rank(line: str) -> tuple:
             return f"rank {rank}", "vllm"
         if who in ("APIServer", "ApiServer", "EngineCore") or who.startswith(("EngineCore_", "ApiServer_")):
             return who, "vllm"
-        return f"pid {pid}", "vllm"
+        return f"pid {pid}" + (f"@{m.group('ip')}" if m.group("ip") else ""), "vllm"   # Ray: pids repeat across nodes
     return "driver", None
 
 
@@ -435,6 +435,14 @@ _ANCHORS = ("took", "failed to start", "Defaulting", "Free memory on device", "m
             "OutOfMemory", "apturing", "apture", "model weights take", "total_gpu_memory")
 #: A figure seen again on the same rank after the cache was sized starts another run.
 _SPLIT = {"weights", "free_before_load", "dist_init", "total_memory", "peak_torch", "gpu_blocks", "kv_memory", "kv_tokens"}
+#: vLLM V1's engine core reports the room of every worker's KV cache, one after another ("GPU KV
+#: cache size" and "Maximum concurrency" once per worker since 0.10, e.g. eight times at TP 8),
+#: and sizes the cache by the smallest (``kv_cache_utils.py``, ``get_kv_cache_configs`` then
+#: ``unify``): such a block is one start, its figure the least of them.
+_REPORTS = {"kv_tokens", "concurrency_tokens", "max_concurrency"}
+#: Ray's log deduplication prints a worker's line again for the others ("… [repeated 3x across
+#: cluster]"): the same start.
+_RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 #: How specific an error is: a later line of a more specific kind names the cause of a start that
 #: failed (V1 prints "EngineCore failed to start" before the ValueError; an OOM before its RuntimeError).
 _RANK = {"failed": 0, "oom": 1, "oom_capture": 2, "oom_sampler": 3, "no_cache_memory": 3, "kv_short": 3,
@@ -446,6 +454,9 @@ _VERSION = (
     re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(\d+\.\d+[\w.+\-]*)\)"),
     re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+\-]*)$"),
 )
+#: ``vllm --version`` pasted before a log: its answer, a bare version line (after at most a few
+#: lines such as "Automatically detected platform cuda.").
+_VERSION_COMMAND = re.compile(r"vllm --version[ \t]*\r?\n(?:[^\n]{0,200}\n){0,3}?[ \t]*v?(\d+\.\d+\.\d+[\w.+\-]*)[ \t]*\r?$", re.M)
 _CONFIG = re.compile(r"Initializing an? (?:V1 )?LLM engine(?: \(v[^)]*\))? with config: (.*)")
 _NONDEFAULT = re.compile(r"non-default args: (\{.*\})")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
@@ -600,6 +611,7 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
     version = None
     model = None
     capture_at = None
+    last_figs, last_rank = {"none"}, None    # the figures of the previous figure line, and its rank
     kept = []                           # the lines read: the era, the command and other engines are told from them
     parse, keep = _lines_holding(text, lines)
     if len(parse) == MAX_ANCHORED:
@@ -658,8 +670,11 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                 continue
             votes[engine] += 2
             ranks = run.ranks.setdefault(rank, {})
-            again = split and any(k in ranks for k in figs if k in _SPLIT) and any(
+            report = set(figs) <= _REPORTS and last_figs <= _REPORTS and last_rank == rank
+            again = split and not report and not _RAY_REPEAT.search(line) and any(
+                k in ranks for k in figs if k in _SPLIT) and any(
                 k in r for r in run.ranks.values() for k in ("kv_memory", "gpu_blocks", "kv_tokens", "max_total_num_tokens"))
+            last_figs, last_rank = set(figs), rank
             if again or (run.engine is not None and run.engine != engine):
                 run = EngineRun(settings=dict(run.settings) if not run.engine or run.engine == engine else {})
                 runs.append(run)                                  # a second start, or the other engine's
@@ -667,6 +682,8 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                 ranks = run.ranks.setdefault(rank, {})
             run.engine = engine
             for k, v in figs.items():
+                if report and k in ranks and k != "concurrency_tokens" and v < ranks[k].value:
+                    ranks[k] = LogFigure(k, v, no, line.strip()[:400], rank)     # another worker's, smaller
                 ranks.setdefault(k, LogFigure(k, v, no, line.strip()[:400], rank))
             run.last_line, run.stage = no, stage
             break
@@ -687,6 +704,9 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                 run.error = LogError(cur.kind, cur.line, cur.text, {**numbers, **cur.numbers})
             break
     runs = [r for r in runs if r.ranks or r.error or r.settings]
+    if version is None and "vllm --version" in text:
+        m = _VERSION_COMMAND.search(text)
+        version = m.group(1) if m else None
     command = find_command("\n".join(kept))
     if command is not None:
         votes[command.engine] += 5

@@ -445,6 +445,8 @@ def _causes(rows, logged, fit) -> list:
     """Rewrite the ``why`` of a KV row beyond its tolerance with the one term that explains it."""
     gaps = {}
     for r in rows:
+        if r.term == "cuda_graph" and not fit.graphs_in_budget:
+            continue                                         # captured after the cache is sized: not in its room
         if r.term in _CAUSE and r.book is not None:
             sign = -1 if r.term in ("total_memory", "free_before_load") else 1
             gaps[r.term] = sign * (r.book - r.engine)      # GiB the book takes from the room beyond the log

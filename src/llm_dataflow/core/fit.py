@@ -448,17 +448,20 @@ def memory_fit(cfg, hw, dtype="bf16", *, batch: int = 1, context: int = 0, promp
     else:
         frac = _check_fraction("gpu_memory_utilization", gpu_memory_utilization)
     p = as_precision_plan(dtype, kv_dtype)
-    check_quant_shards(cfg, p.quant, tp, ep)
+    if p.quant is not None and spec.name != "vllm" and "mxfp4_moe" in p.quant.engine_changes:
+        q = dataclasses.replace(p.quant, engine_changes=tuple(c for c in p.quant.engine_changes if c != "mxfp4_moe"))
+        p = PrecisionPlan(p.weights, q, p.kv, p.activations, p.compute, p.name)     # vLLM's MXFP4 layout only
+    check_quant_shards(cfg, p.quant, tp, ep)   # vLLM pads MXFP4 expert shards (mxfp4_moe): not refused
     rules = []
-    if p.quant is not None and tp > 1 and (p.quant.block_shape is not None or p.quant.group_size is not None):
+    if p.quant is not None and tp > 1 and "mxfp4_moe" in p.quant.engine_changes:
+        rules.append(f"tp={tp}: vLLM pads each expert shard to its MXFP4 kernel's multiple")
+    elif p.quant is not None and tp > 1 and (p.quant.block_shape is not None or p.quant.group_size is not None):
         rules.append(f"tp={tp} shards hold whole {p.quant.weight_dtype} "
                      + ("blocks" if p.quant.block_shape is not None else "groups") + ", vLLM's rule")
     if ep > 1:
         rules.append(f"ep={ep}: {cfg.n_routed_experts // ep} whole experts per GPU, ep = tp × dp")
     if p.quant is not None and p.quant.engine_changes:
         q = p.quant
-        if spec.name != "vllm" and "mxfp4_moe" in q.engine_changes:   # vLLM's MXFP4 kernels' layout only
-            q = dataclasses.replace(q, engine_changes=tuple(c for c in q.engine_changes if c != "mxfp4_moe"))
         p = PrecisionPlan(p.weights, q.as_loaded(hw.architecture), p.kv, p.activations, p.compute, p.name)
     weights, stages = _stage_weights(cfg, p, tp, pp, ep)
     lo, hi = max(stages, key=lambda r: r[1] - r[0])

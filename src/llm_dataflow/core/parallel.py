@@ -125,6 +125,10 @@ def check_quant_shards(cfg, quant, tp: int = 1, ep: int = 1) -> None:
       caused by too large tensor parallel size.").
     * Under expert parallelism (``ep > 1``) experts are placed whole, so their widths are not
       split (vLLM's fix for such layouts: ``--enable-expert-parallel``).
+    * vLLM's MXFP4 MoE kernels pad each GPU's expert shard to their own multiple
+      (``engine_changes`` holds ``"mxfp4_moe"``, :data:`~.formats.MXFP4_MOE_BACKENDS`), so routed
+      experts are not checked there: gpt-oss-120b at TP 4 (2,880 / 4 = 720, padded to 768 by
+      Marlin) loads 17.2217 GiB per A100 in dennislee22/vLLM-benchmarking's vLLM 0.10.1.1 log.
 
     Layers the checkpoint keeps in high precision are split like any BF16 layer and not checked
     (approximate: the check is per kind of layer, e.g. all experts, not per module name).
@@ -151,9 +155,10 @@ def check_quant_shards(cfg, quant, tp: int = 1, ep: int = 1) -> None:
                 "with the quantized weight shape)")
     else:
         return
+    padded = "mxfp4_moe" in quant.engine_changes or quant.expert_padding is not None
     for what, field, width, axis in _shards(cfg, tp, ep):
         n = need.get(axis)
-        if n is None or width % tp:
+        if n is None or width % tp or (padded and what.startswith("expert")):
             continue
         shard = width // tp
         if shard % n:

@@ -2,8 +2,9 @@
 number you write in prose is computed by the package and pinned by a test").
 
 Sections: the opening, 1 (ridge), 2 (decode at batch 1 by hand), 3 (intensity ≈ B, the reconciled
-thresholds box, attention ≈ H/H_kv, the KV read, the MoE and MLA boxes), 4 (prefill, chunk
-budgets), 5 (calculators), 6-7 (the CPU measurement's fixed settings).  The exercises are in
+thresholds box, attention ≈ H/H_kv, the KV read and its threshold S*, the MoE and MLA boxes), 4
+(prefill, chunk budgets, the effective ridge), 5 (calculators and vLLM's budget), 6 (the CPU
+measurement's fixed settings, and the folded decode-loop box).  The exercises are in
 ``tests/test_exercise_answers.py::test_ch05_solutions``.
 """
 import inspect
@@ -98,12 +99,37 @@ def test_section_3_attention_intensity_and_kv_read():
         assert per_key / kv == want == cfg.n_heads / cfg.n_kv_heads
     # the figure's caption: 33.6 MB of KV per sequence at context 256
     assert round(256 * 131_072 / 1e6, 1) == 33.6
-    # critical batch against context: 297, 854, never from 392 tokens ("about 400")
-    cb = [ldf.critical_batch("Llama-3-8B", H100, c) for c in (0, 256, 1024, 4096)]
-    assert cb == [297, 854, math.inf, math.inf]
-    never = next(c for c in range(0, 4096, 8) if ldf.critical_batch("Llama-3-8B", H100, c) == math.inf)
+    # critical batch against context: 297, 440 at 128 tokens, 854, 117,856 at 391, never from 392
+    cb = [ldf.critical_batch("Llama-3-8B", H100, c) for c in (0, 128, 256, 391, 392, 1024, 4096)]
+    assert cb == [297, 440, 854, 117_856, math.inf, math.inf, math.inf]
+    never = next(c for c in range(0, 4096) if ldf.critical_batch("Llama-3-8B", H100, c) == math.inf)
     assert never == 392 and round(never, -2) == 400
-    assert ldf.critical_batch("Llama-3-8B", H100, 384) < math.inf
+
+
+def test_section_3_kv_bound_threshold_by_hand():
+    """S* = (F0 − r (k + e)) / (r k − 4 H L d_h): the context from which no batch makes the step
+    compute-bound, derived in the prose and checked by the cell against critical_batch."""
+    cfg = ldf.model_config("Llama-3-8B")
+    r = ldf.ridge_point(H100, "bf16")
+    F0 = ldf.decode_step_flops(cfg, 1, 0)
+    a = ldf.attention_flops_per_token(cfg, 1)
+    k = ldf.kv_bytes_per_token(cfg)
+    e = cfg.d_model * 2
+    assert round(F0 / 1e9, 2) == 15.01 and a == 4 * 32 * 32 * 128 == 524_288
+    assert (k, e, k + e) == (131_072, 8_192, 139_264) and round(r, 1) == 295.3
+    # the per-sequence bytes the formula names are the package's: KV of S + 1 tokens and one row
+    assert ldf.decode_step_bytes(cfg, 1, 100) - ldf.weight_bytes_read(cfg, "bf16", 1) == 101 * k
+    assert ldf.weight_bytes_read(cfg, "bf16", 2) - ldf.weight_bytes_read(cfg, "bf16", 1) == e
+    s_star = (F0 - r * (k + e)) / (r * k - a)
+    assert round(s_star) == 392 and 391 < s_star < 392
+    # the figure and the prose: the batch total levels off at β ÷ a sequence's KV at 4,096 tokens
+    assert round(4096 * 131_072 / 1e6) == 537 and round(3.35e12 / (4096 * 131_072), -1) == 6240
+    big = ldf.decode_step_bounds(cfg, H100, 4096, 4096)
+    assert big.bound == "memory" and round(big.tokens_per_s, -2) == 6200
+    # the star of the bottom panel at context 0 and 256: the critical batches 297 and 854
+    for ctx, cb in ((0, 297), (256, 854)):
+        assert ldf.decode_step_bounds(cfg, H100, cb, ctx).bound == "compute"
+        assert ldf.decode_step_bounds(cfg, H100, cb - 1, ctx).bound == "memory"
 
 
 def test_section_3_moe_box():
@@ -167,26 +193,54 @@ def test_section_4_prefill_and_chunks():
 
 
 def test_section_5_calculators():
-    # "its 141 GB of BF16 weights alone exceed the 80 GB of an A100 or H100, and leave nothing of
-    # an H200's 141 GB" -- convention-free: the weights against the datasheet capacity
+    """vLLM 0.21's budget as the chapter states it: 0.9 × 79.22 GiB = 71.30 GiB on an H100, less
+    the weights, an 8,192-token profiling forward, the memory outside PyTorch and the CUDA graphs,
+    the rest in 16-token blocks; Llama-3.1-70B's 131.4 GiB exceed it on an A100, H100 and H200."""
+    from llm_dataflow.core import engines
+    GiB = 2**30
+    f = ldf.memory_fit("Llama-3-8B", H100)
+    assert (f.engine.name, f.engine.version, f.fraction) == ("vllm", (0, 21), 0.9)
+    assert round(f.capacity / GiB, 2) == 79.22 and round(f.budget / GiB, 2) == 71.30
+    assert f.max_num_batched_tokens == engines.VLLM_MAX_NUM_BATCHED_TOKENS == 8192
+    assert f.block_size == engines.VLLM_BLOCK_SIZE == 16 and f.graphs_in_budget
+    assert f.kv_bytes == f.budget - f.weights - f.activations - f.non_torch - f.cuda_graphs
     w = ldf.weight_bytes(ldf.model_config("Llama-3.1-70B"), "bf16")
-    assert round(w / 1e9) == 141 and w > ldf.hardware("H200").memory_bytes
-    assert ldf.hardware("A100-80GB-SXM").memory_bytes == ldf.hardware(H100).memory_bytes == 80e9
+    assert round(w / GiB, 1) == 131.4
+    budgets = {hw: ldf.memory_fit("Llama-3.1-70B", hw).budget / GiB for hw in ("A100-80GB-SXM", H100, "H200")}
+    assert all(round(budgets[hw]) == 71 for hw in ("A100-80GB-SXM", H100))
+    assert round(ldf.memory_fit("Llama-3.1-70B", "H200").capacity / GiB, 1) == 139.8
+    assert round(budgets["H200"], 1) == 125.8 and w / GiB > budgets["H200"]
     assert not any(ldf.memory_fit("Llama-3.1-70B", hw).fits for hw in ("A100-80GB-SXM", H100, "H200"))
+    # the calculator's rows are that fit's (tests/test_roofline.py checks every row)
+    r = ldf.decode_calculator("Llama-2-7B", "A100-80GB-SXM", "bf16", 1, 0)
+    assert r["memory (one GPU)"] == "fits" and r["KV room (tokens)"] == ldf.memory_fit("Llama-2-7B", "A100-80GB-SXM").kv_tokens
     # int4: 4 bits and one FP16 scale per 128 weights
     q = ldf.precision_plan("int4").quant
     assert q.group_size == 128
 
 
-def test_sections_6_7_fixed_settings():
+def test_section_4_effective_ridge():
+    # "70 % of the bandwidth but 40 % of the FLOP/s": 0.4 × 989 ÷ (0.7 × 3.35) ≈ 169 FLOP/byte
+    h = ldf.hardware(H100)
+    assert round(0.4 * h.flops("bf16") / (0.7 * h.hbm_bandwidth)) == 169
+
+
+def test_section_6_fixed_settings():
     # bench-llama: 4 layers, D = 1024, 16:4 GQA, about 62 M parameters, about 250 MB in FP32
     cfg = ldf.model_config("bench-llama")
     assert (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads) == (4, 1024, 16, 4)
     assert round(ldf.param_count(cfg) / 1e6) == 62 and round(ldf.weight_bytes(cfg, "fp32") / 1e6, -1) == 250
-    # STREAM on 64 MiB arrays (measure.py's CPU default); GEMV copies of 256 MiB in all
+    # STREAM arrays as large as the last-level cache, at least 64 MiB (the CPU default); GEMV
+    # copies of at least 256 MiB, twice the cache; the decode loop's paired STREAM the same
     from llm_dataflow import measure
     assert "64 MiB" in inspect.getdoc(measure.stream_bandwidth)
     assert inspect.signature(measure.gemv_bandwidths).parameters["total_bytes"].default == 256 * ldf.MiB
+    for fn in (ldf.measure_roofline, ldf.gemv_bandwidths, ldf.decode_bandwidth):
+        assert "stream_bytes" in inspect.signature(fn).parameters
+    llc = ldf.last_level_cache_bytes()
+    big = ldf.past_last_level_bytes(1, minimum=64 * ldf.MiB)
+    assert big >= max(llc, 64 * ldf.MiB) and big % 64 == 0
+    assert ldf.past_last_level_bytes(2, minimum=256 * ldf.MiB) >= max(2 * llc, 256 * ldf.MiB)
     # ldf.linear: seven rounds, a 5 % margin; write-allocate: copy 3/2, triad 4/3
     from llm_dataflow import linear_kernels
     assert linear_kernels.LINEAR_TUNE_ROUNDS == 7 and linear_kernels.LINEAR_MARGIN == 0.05
@@ -200,6 +254,7 @@ def test_diagram_numbers():
     assert pts["decode_b1"] < pts["decode_b64_ctx"] < pts["decode_b64"] < pts["ridge"] < pts["prefill"]
     n = prefill_decode.shape_numbers()
     assert (n["D"], n["F"], round(n["w_bytes"] / 1e6, 1), n["attn_intensity"]) == (4096, 14336, 117.4, 4)
+    assert (n["H"], n["H_kv"], n["H"] // n["H_kv"]) == (32, 8, 4)   # q [4 × d_h] per KV group
 
 
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])

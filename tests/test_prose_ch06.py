@@ -50,6 +50,9 @@ def test_section_1_hybrid_box():
     # Qwen3-Next: 12 full layers at 24,576 B per token, 39,518,208 B of state = KV of 1,608 tokens
     assert ldf.kv_bytes_per_token(q) == 24_576 and ldf.state_bytes_per_sequence(q) == 39_518_208
     assert 39_518_208 // 24_576 == 1_608
+    # the box's state: per value head a head-width square, plus the last 3 inputs of a width-4 conv
+    assert (q.linear_num_value_heads, q.linear_value_head_dim, q.linear_key_head_dim) == (32, 128, 128)
+    assert q.linear_conv_kernel_dim == 4
     # most of what a sequence holds at 1,024 tokens, a small part at 131,072
     assert 39_518_208 > ldf.kv_cache_bytes(q, 1024) / 2 and 39_518_208 < ldf.kv_cache_bytes(q, 131_072) / 50
 
@@ -62,7 +65,7 @@ def test_section_2_crossover_and_cache_read():
     b32 = ldf.weight_bytes_read(l3, "bf16", 32) / 131_072 / 32
     assert round(b32) == 3579 and 1000 < b32 < 10_000
     assert min(w_step, ldf.weight_bytes(l3, "bf16")) / 131_072 > l3.max_position_embeddings == 8192
-    # the toy's cached step reads at most half a MiB of K/V (t = 512: 513 tokens, FP32)
+    # the toy's cached step reads about half a MiB of K/V at most (t = 512: 513 tokens, FP32)
     toy = ldf.model_config("tiny-llama").replace(name="toy-128", n_layers=2, d_model=128, n_heads=4,
                                                    n_kv_heads=2, head_dim=32, d_ff=352, max_position_embeddings=1024)
     assert ldf.kv_cache_bytes(toy, 513, dtype="fp32") == 525_312 and round(525_312 / ldf.MiB, 1) == 0.5
@@ -101,6 +104,17 @@ def test_section_3_flash():
     dec = total(1, 4096, "eager") / total(1, 4096, "fused")
     assert round(dec, 2) == 1.25 and round(1 - 1 / dec, 2) == 0.2
     assert (round(total(4096, 4096, "eager") / 1e6, 1), round(total(1, 4096, "fused") / 1e6, 1)) == (17280.5, 16.8)
+    # the eager path's seven kernels over the 32 × N × N matrix: 1.07 GB in BF16, twice in FP32
+    eager = ldf.attention_traffic(1, 32, 8, 128, 4096, 4096, 2, "eager")
+    assert len(eager) == 7 and round(32 * 4096 ** 2 * 2 / 1e9, 2) == 1.07
+    assert max(w for _, _, w in eager) == 2 * 32 * 4096 ** 2 * 2
+    # the fused count is Q, K, V and O once: 4 × 4096 × 128 × 2 B × (32 query + 8 + 8 KV + 32 out heads)/...
+    fused = ldf.attention_traffic(1, 32, 8, 128, 4096, 4096, 2, "fused")
+    assert sum(r + w for _, r, w in fused) == (32 + 8 + 8 + 32) * 4096 * 128 * 2
+    # the Theorem 2 box: Algorithm 0 ÷ Algorithm 1 = 2.33 at d = 128 (N = 16,384), against the table's 206
+    a = ldf.attention_hbm_accesses(16384, 128, 116_736)
+    assert round(a["standard_exact"] / a["flash_exact"], 2) == 2.33
+    assert a["standard_exact"] == 4 * 16384 * 128 + 4 * 16384 ** 2   # four passes over N × N
     # the Theorem 2 box: M = 116,736 BF16 elements; 4M/d = 7,296 and 3,648; 12 d²/M = 0.421 and 1.684
     M = ldf.hardware("H100-SXM").smem_per_sm_bytes // 2
     assert M == 116_736 and (4 * M / 64, 4 * M / 128) == (7296, 3648)
@@ -119,15 +133,33 @@ def test_section_4_paged():
     # the snapshot: paging fits "several times" the sequences of max-length reservation, and the
     # order max < pow2 < oracle < paged holds, on the chapter's budget (issue 42 may move the
     # budget; the prose states no number that depends on it)
-    fit = ldf.memory_fit("Llama-3-8B", "H100-SXM", batch=1, context=0, prompt_len=2048)
+    fit = ldf.memory_fit("Llama-3-8B", "H100-SXM", batch=1, context=0)
     sim = ldf.simulate_kv_memory(2000, max_len=2048, block_size=16, capacity_tokens=fit.kv_room_tokens, seed=0)
     assert sim["paged_fit"] > sim["contiguous_oracle_fit"] > sim["contiguous_pow2_fit"] > sim["contiguous_max_fit"]
     assert sim["paged_fit"] / sim["contiguous_max_fit"] > 3
     util = [sim[f"{p}_utilisation"] for p in ("contiguous_max", "contiguous_pow2", "contiguous_oracle", "paged")]
     assert util == sorted(util) and util[-1] > 0.95
-    # vLLM's default gpu_memory_utilization, and the reported nvidia-smi total
+    # vLLM 0.21's budget as the cell prints it (issue 42): 79.22 GiB = reserve 7.92 + weights 14.96
+    # + activations 0.90 (an 8,192-token profiling forward) + outside PyTorch 0.27 + CUDA graphs
+    # 1.04 + KV room 54.13 GiB = 443,392 token slots in whole 16-token blocks
+    from llm_dataflow.core import engines
+    GiB = 2**30
+    f = ldf.memory_fit("Llama-3-8B", "H100-SXM", batch=1, context=0)
+    terms = {t["name"]: t["bytes"] for t in f.terms()}
+    assert abs(sum(terms.values()) - f.capacity) < 1
+    got = [round(x / GiB, 2) for x in (f.capacity, terms["reserve"], terms["weights"], terms["activations"],
+                                       terms["non_torch"], terms["cuda_graphs"], f.kv_bytes)]
+    assert got == [79.22, 7.92, 14.96, 0.90, 0.27, 1.04, 54.13]
+    assert f.kv_room_tokens == 443_392 and f.max_num_batched_tokens == 8192 == engines.VLLM_MAX_NUM_BATCHED_TOKENS
+    assert f.graphs_in_budget and f.engine.version == (0, 21) and "79.22GiB" in f.total_source
     assert ldf.RUNTIME_RESERVE_FRACTION == pytest.approx(1 - 0.9)
-    assert round(81_559 * ldf.MiB / 1e9, 2) == 85.52
+    # before 0.21 the graphs come out of the other 10 %: the room is larger by the pool
+    f20 = ldf.memory_fit("Llama-3-8B", "H100-SXM", engine_version="0.20")
+    assert not f20.graphs_in_budget and f20.kv_bytes == pytest.approx(f.kv_bytes + f.cuda_graphs)
+    # the summary's ratios on this budget: 6.3× max-length reservation, 1.51× the oracle
+    sim2 = ldf.simulate_kv_memory(2000, max_len=2048, block_size=16, capacity_tokens=443_392, seed=0)
+    assert round(sim2["paged_fit"] / sim2["contiguous_max_fit"], 1) == 6.3
+    assert round(sim2["paged_fit"] / sim2["contiguous_oracle_fit"], 2) == 1.51
 
 
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])

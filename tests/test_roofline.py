@@ -157,6 +157,68 @@ def test_calculators():
     assert b8["weights' share of a token (GB)"] == pytest.approx(b1["weights' share of a token (GB)"] / 8, rel=1e-5)
 
 
+def test_calculator_memory_rows_are_one_fit():
+    """The memory rows of chapter 05's calculators come from one ``memory_fit``: a short verdict
+    (its full line, ``fit.reason``, is one click away in the chapter), the budget, the room."""
+    cases = {("Llama-2-7B", "A100-80GB-SXM", 1, 0): "fits",
+             ("Llama-3.1-70B", "H200", 1, 0): "does not fit: the weights and the engine's other terms exceed its budget",
+             ("Llama-2-7B", "H200", 1, 32768): "refused: the context exceeds the model's 4,096 positions",
+             ("Llama-3-8B", "A100-80GB-SXM", 512, 4096): "does not fit: the batch's KV cache exceeds the room"}
+    for (m, hw, b, c), verdict in cases.items():
+        f = ldf.memory_fit(m, hw, "bf16", batch=b, context=c)
+        for r in (ldf.decode_calculator(m, hw, "bf16", b, c), ldf.batch_calculator(m, hw, b, c)):
+            assert r["memory (one GPU)"] == verdict
+            assert r["vLLM budget"] == f"0.9 × {f.capacity / 2**30:,.2f} GiB = {f.budget / 2**30:,.2f} GiB"
+            assert (r["KV room (tokens)"], r["KV room left (tokens)"]) == (f.kv_tokens, f.kv_left_tokens)
+        assert f.reason.split(":")[0] == verdict.split(":")[0]
+    # a batch whose KV fits only without the CUDA graph pool (vLLM 0.21 sizes the room after it)
+    f = ldf.memory_fit("Llama-3-8B", "H100-SXM", "bf16", batch=1, context=0)
+    per_seq = 131_072 * 4096
+    b = int((f.kv_bytes + f.cuda_graphs) // per_seq)
+    tight = ldf.memory_fit("Llama-3-8B", "H100-SXM", "bf16", batch=b, context=4096)
+    assert tight.fits_eager and not tight.fits
+    assert ldf.decode_calculator("Llama-3-8B", "H100-SXM", "bf16", b, 4096)["memory (one GPU)"].startswith(
+        "fits only with --enforce-eager")
+
+
+def _chapter_calculators(notebook: str) -> list[str]:
+    """The static views of a chapter's calculators, built from the notebook's own cells: every code
+    cell that calls ``ldf.calculator`` runs with that call building ``calculator_html`` instead."""
+    import json
+    import pathlib
+
+    from llm_dataflow import live
+
+    views = []
+
+    class Ldf:
+        def __getattr__(self, name):
+            return getattr(ldf, name)
+
+        def calculator(self, fn, controls, **kw):
+            views.append(live.calculator_html(fn, controls, **kw))
+
+    nb = json.loads((pathlib.Path(__file__).parents[1] / "notebooks" / notebook).read_text(encoding="utf-8"))
+    scope = {"ldf": Ldf()}
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "ldf.calculator(" in src:
+            exec(compile(src, notebook, "exec"), scope)
+    return views
+
+
+@pytest.mark.parametrize("notebook", ["05_prefill_decode_roofline.ipynb", "06_attention_kv_cache.ipynb"])
+def test_chapter_calculators_static_views_fit_the_budget(notebook):
+    """Each calculator of chapters 05 and 06, on the grid its cell gives, has a static view within
+    ``live.MAX_STATIC_BYTES`` (chapter 05's decode calculator was 488,959 B when its memory row
+    carried ``fit.reason``; the short rows bring it to about 196,000)."""
+    from llm_dataflow import live
+    views = _chapter_calculators(notebook)
+    assert views, f"{notebook} shows no calculator"
+    for v in views:
+        assert len(v.encode()) <= live.MAX_STATIC_BYTES
+
+
 def test_exercise_numbers():
     # chapter 05 exercise 1: 70e9 × 2 B = 140 GB over 4.8 TB/s = 29.17 ms, ≈ 34 steps/s
     t = ldf.decode_step_lower_bound(70e9, "H200")

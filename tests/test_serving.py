@@ -285,9 +285,12 @@ def test_one_capacity_for_the_chapters_and_plan():
     convention: the runtime's 79.25 GiB of an A100-80GB, 0.9 of it, the engine's terms)."""
     calc = ldf.decode_calculator("Llama-2-7B", "A100-80GB-SXM", "bf16", 1, 4096)
     r = _json("Llama-2-7B", "--hardware", "A100-80GB-SXM", "--context", "4096")
-    assert calc["memory (one GPU)"] == r["fit"] and "79.25 GiB" in r["fit"]
     f = ldf.memory_fit("Llama-2-7B", "A100-80GB-SXM", context=4096)
-    assert calc["KV room left (tokens)"] == f.kv_left_tokens and r["kv_room_tokens"] == f.kv_tokens
+    # the calculator's short rows are this fit's; its full line is plan's (fit.reason)
+    assert f.reason == r["fit"] and "79.25 GiB" in r["fit"] and r["fit"].startswith("fits") and f.fits
+    assert calc["memory (one GPU)"] == "fits" and calc["vLLM budget"] == "0.9 × 79.25 GiB = 71.33 GiB"
+    assert calc["KV room (tokens)"] == r["kv_room_tokens"] == f.kv_tokens
+    assert calc["KV room left (tokens)"] == f.kv_left_tokens
     assert f.capacity == r["runtime_memory_bytes"] == 79.25 * GiB
 
 
@@ -424,8 +427,8 @@ def test_chapter06_calculator_shows_the_plans_layout():
     the sequences one H200 holds (Mistral-7B at 32,768 tokens: its 4,096-token window kept as 12,304)."""
     r = ldf.kv_cache_report("Mistral-7B-v0.1", 32768)
     p = _json("Mistral-7B-v0.1", "--hardware", "H200", "--context", "32768")
-    assert r["vLLM sets aside per sequence"] == "sliding x 32: 12,304 tokens" == \
-        f"sliding x 32: {p['kv_groups'][0]['tokens_per_sequence']:,} tokens"
-    assert r["sequences one H200 holds (vLLM, BF16 weights)"] == round(p["max_concurrency"], 2)
-    assert ldf.kv_cache_report("DeepSeek-V3", 4096)["sequences one H200 holds (vLLM, BF16 weights)"] == \
+    assert r["vLLM sets aside per sequence"] == "32 sliding-window layers × 12,304 tokens" == \
+        f"32 sliding-window layers × {p['kv_groups'][0]['tokens_per_sequence']:,} tokens"
+    assert r["maximum concurrency on one H200 (vLLM, BF16 weights)"] == round(p["max_concurrency"], 2)
+    assert ldf.kv_cache_report("DeepSeek-V3", 4096)["maximum concurrency on one H200 (vLLM, BF16 weights)"] == \
         "weights do not fit"

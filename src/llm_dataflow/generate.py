@@ -172,7 +172,8 @@ _PAIRED_STREAM_BYTES = {"cpu": 64 * MiB, "cuda": 256 * MiB}
 
 
 def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int = 32, repeat: int = 3,
-                     peak_bandwidth: float | None = None, seed: int = 0) -> DecodeBandwidth:
+                     peak_bandwidth: float | None = None, seed: int = 0,
+                     stream_bytes: int | None = None) -> DecodeBandwidth:
     """Run :func:`greedy_decode` at batch 1 and report the bandwidth it achieves.
 
     The prompt is ``prompt_len`` seeded random ids; ``n_new`` tokens are generated in each of
@@ -180,8 +181,10 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
     the kernel of every projection shape (:func:`~llm_dataflow.linear_kernels.linear_choice`).  Unless
     ``peak_bandwidth`` (B/s) is given, the peak is
     measured *paired*: right before every decode step one pass of STREAM copy and one of triad
-    run (:func:`stream_bandwidth`'s kernels, arrays preallocated; 64 MiB each on a CPU,
-    256 MiB on a GPU), and the faster of the two is that step's STREAM interval.  Decode and
+    run (:func:`stream_bandwidth`'s kernels, arrays preallocated; ``stream_bytes`` each, by default
+    64 MiB on a CPU and 256 MiB on a GPU: give more past a larger last-level cache,
+    :func:`llm_dataflow.memory.past_last_level_bytes`), and the faster of the two is that step's
+    STREAM interval.  Decode and
     STREAM are then measured the same way, as throughput over interleaved intervals::
 
         achieved = Σ step bytes / Σ step time      peak = Σ STREAM bytes / Σ STREAM time
@@ -196,7 +199,7 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
 
     Raises:
         ValueError: ``prompt_len``/``repeat`` < 1, ``n_new`` < 2, ``peak_bandwidth`` <= 0,
-            unsupported model dtype.
+            ``stream_bytes`` < 1, unsupported model dtype.
     """
     import statistics
 
@@ -206,6 +209,8 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
         raise ValueError(f"n_new={n_new!r} is not allowed; it must be an integer >= 2")
     if peak_bandwidth is not None:
         require_positive("peak_bandwidth", peak_bandwidth, integer=False)
+    if stream_bytes is not None:
+        require_positive("stream_bytes", stream_bytes)
     dev = next(model.parameters()).device
     dtype = _model_dtype_name(model)
     g = torch.Generator().manual_seed(seed)
@@ -216,7 +221,8 @@ def decode_bandwidth(model, cfg: ModelConfig, *, prompt_len: int = 8, n_new: int
     passes = []  # (bytes, seconds) of each pair's faster STREAM pass
     before = None
     if peak_bandwidth is None:
-        kernels = [StreamKernel(k, _PAIRED_STREAM_BYTES.get(dev.type, 64 * MiB), dev) for k in ("copy", "triad")]
+        size = stream_bytes or _PAIRED_STREAM_BYTES.get(dev.type, 64 * MiB)
+        kernels = [StreamKernel(k, size, dev) for k in ("copy", "triad")]
         before = lambda: passes.append(_faster_pass(kernels))  # noqa: E731
     greedy_decode(model, ids, 2)  # warm-up: allocator, thread pool
     _finish_linear_tuning(model, 1, lambda: greedy_decode(model, ids, n_new), n_new - 1)

@@ -25,10 +25,11 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
     Returns a dict: attention kind, KV bytes per token, total KV bytes in B, GB (1e9) and GiB
     (2**30), and whether ``context`` exceeds ``max_position_embeddings`` (computed anyway); for a
     model with linear-attention layers (Qwen3-Next) also the fixed state each sequence holds,
-    which the total includes; and what vLLM (0.21) sets aside per sequence, layer kind by layer
-    kind (a sliding layer ``window − 1 + 8,192`` tokens and a block), with the sequences of
-    ``context`` tokens one H200 holds beside BF16 weights (:func:`~llm_dataflow.core.fit.memory_fit`,
-    ``plan``'s convention).
+    which the total includes; and what vLLM (0.21) sets aside per sequence, layer group by layer
+    group (a sliding layer ``window − 1 + 8,192`` tokens and a block), with vLLM's maximum
+    concurrency for ``context`` tokens per sequence on one H200 beside BF16 weights
+    (:func:`~llm_dataflow.core.fit.memory_fit`, ``plan``'s convention; a fraction where the last
+    sequence only partly fits).
 
     Raises:
         ValueError: ``model`` neither a preset name nor a ModelConfig, ``context`` not a
@@ -66,16 +67,24 @@ def kv_cache_report(model: str | ModelConfig, context: int, batch: int = 1, kv_d
 
 
 def _engine_rows(cfg: ModelConfig, context: int, kv_dtype: str) -> dict:
-    """vLLM's blocks per sequence by layer kind and the sequences one H200 holds (``plan``'s numbers)."""
+    """vLLM's tokens per sequence by layer group and its maximum concurrency on one H200 (``plan``'s
+    numbers): ``"32 full-attention layers × 1,024 tokens"``; the concurrency is vLLM's "Maximum
+    concurrency for N tokens per request" (a fraction where the last sequence only partly fits)."""
     if not context:
         return {"vLLM sets aside per sequence": "no context"}
     fit = memory_fit(cfg, "H200", "bf16", kv_dtype=kv_dtype, context=context, allow_long_context=True)
-    held = "; ".join(f"{g['kind'].replace('_attention', '')} x {g['layers']}: {g['tokens_per_sequence']:,} tokens"
+    held = "; ".join(f"{g['layers']} {_GROUP_NAMES.get(g['kind'], g['kind'])} layers × "
+                     f"{g['tokens_per_sequence']:,} tokens"
                      for g in fit.layout.groups if g["kind"] != "linear_attention")
     conc = fit.max_concurrency
     return {"vLLM sets aside per sequence": held,
-            "sequences one H200 holds (vLLM, BF16 weights)": "weights do not fit" if not fit.kv_tokens
+            "maximum concurrency on one H200 (vLLM, BF16 weights)": "weights do not fit" if not fit.kv_tokens
             else round(conc, 2)}
+
+
+#: How the chapter-06 calculator names a layer group (``cfg.layer_type``'s kinds).
+_GROUP_NAMES = {"full_attention": "full-attention", "sliding_attention": "sliding-window",
+                "chunked_attention": "chunked-attention"}
 
 
 # --------------------------------------------------------------------------------------------

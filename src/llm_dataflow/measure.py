@@ -445,7 +445,10 @@ def stream_bandwidth(kind: str = "copy", nbytes: int | None = None, dev=None, re
 
     ``"copy"``: ``a[:] = b`` counts 2 arrays moved; ``"triad"``: ``a[:] = b + s·c`` counts 3
     (McCalpin's STREAM convention: write-allocate traffic is not counted).  Default size: 64 MiB
-    per array on a CPU (twice a 32 MiB last-level cache), 1 GiB on a GPU.  Best of ``repeat``
+    per array on a CPU (twice a 32 MiB last-level cache), 1 GiB on a GPU.  On a CPU whose
+    last-level cache is larger (a server part, or a VM that reports its host's 260 MiB), arrays of
+    64 MiB can be served by that cache: give ``nbytes`` past it
+    (:func:`llm_dataflow.memory.past_last_level_bytes`, as chapter 05 does).  Best of ``repeat``
     passes after one warm-up pass, as STREAM reports its best rate.
 
     Raises:
@@ -465,7 +468,8 @@ def gemv_bandwidth(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], n_r
     on FP32 CPU tensors, with ``N = n_rows``, ``K = n_cols``.
 
     One matrix would stay in the last-level cache after its first call, so the function builds
-    as many seeded copies of W as fill ``total_bytes`` (default 256 MiB, 8× a 32 MiB L3) and
+    as many seeded copies of W as fill ``total_bytes`` (default 256 MiB, 8× a 32 MiB L3; give more
+    on a CPU with a larger last-level cache, :func:`llm_dataflow.memory.past_last_level_bytes`) and
     calls ``fn`` on each in turn — every call streams its W from DRAM, as in a decode step.
     Returns ``copies × N × K × 4`` bytes ÷ the best of ``repeat`` sweeps (after one warm-up).
     :func:`gemv_bandwidths` measures several kernels and STREAM triad at the same moments.
@@ -479,12 +483,13 @@ def gemv_bandwidth(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], n_r
 
 def gemv_bandwidths(fns: Mapping[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]], n_rows: int,
                     n_cols: int, *, total_bytes: int = 256 * MiB, repeat: int = 3, seed: int = 0,
-                    triad: bool = True) -> dict[str, float]:
+                    triad: bool = True, stream_bytes: int = 64 * MiB) -> dict[str, float]:
     """:func:`gemv_bandwidth` of several kernels, and STREAM triad, measured at the same moments.
 
     Each of ``repeat`` rounds (after one warm-up round) runs one sweep of every kernel in
     ``fns`` over the same seeded copies of W ``[N, K]`` (``N = n_rows``, ``K = n_cols``, FP32,
-    ``total_bytes`` in all), then, with ``triad=True``, one STREAM triad pass on 64 MiB arrays:
+    ``total_bytes`` in all), then, with ``triad=True``, one STREAM triad pass on arrays of
+    ``stream_bytes`` each (default 64 MiB; past the last-level cache, as ``total_bytes``):
     on a shared machine, where the bandwidth other programs leave drifts within seconds, the
     kernels are compared with each other and with the machine's bandwidth under the same load,
     not each at its own moment.
@@ -495,9 +500,10 @@ def gemv_bandwidths(fns: Mapping[str, Callable[[torch.Tensor, torch.Tensor], tor
 
     Raises:
         ValueError: ``fns`` empty or naming ``"STREAM triad"``; ``n_rows``, ``n_cols``,
-            ``total_bytes`` or ``repeat`` < 1.
+            ``total_bytes``, ``repeat`` or ``stream_bytes`` < 1.
     """
-    for name, v in (("n_rows", n_rows), ("n_cols", n_cols), ("total_bytes", total_bytes), ("repeat", repeat)):
+    for name, v in (("n_rows", n_rows), ("n_cols", n_cols), ("total_bytes", total_bytes), ("repeat", repeat),
+                    ("stream_bytes", stream_bytes)):
         require_positive(name, v)
     if not fns or "STREAM triad" in fns:
         raise ValueError(f"fns={list(fns)} is not allowed; it must name at least one kernel, not 'STREAM triad'")
@@ -507,7 +513,7 @@ def gemv_bandwidths(fns: Mapping[str, Callable[[torch.Tensor, torch.Tensor], tor
     ws = [torch.randn(n_rows, n_cols, generator=g) for _ in range(copies)]
     x = torch.randn(1, n_cols, generator=g)
     nbytes = copies * n_rows * n_cols * 4
-    stream = StreamKernel("triad", 64 * MiB, cpu) if triad else None
+    stream = StreamKernel("triad", stream_bytes, cpu) if triad else None
     best = {name: 0.0 for name in fns}
     best_triad = 0.0
     for r in range(repeat + 1):               # round 0 warms up (allocator, thread pool, tuning)
@@ -557,17 +563,26 @@ def matmul_flops(dtype: str = "fp32", n: int | None = None, dev=None, repeat: in
     return 2 * n**3 / t
 
 
-def measure_roofline(dev=None, *, quick: bool = True) -> MeasuredRoofline:
+def measure_roofline(dev=None, *, quick: bool = True, stream_bytes: int | None = None) -> MeasuredRoofline:
     """Measure this device's roofline: STREAM copy and triad bandwidth (the larger is the
     memory roof) and matmul FLOP/s in FP32 and — on a GPU, or a CPU with native BF16
-    (:func:`cpu_supports_bf16`) — BF16.  ``quick=True`` takes about a second on a CPU.
+    (:func:`cpu_supports_bf16`) — BF16.  ``quick=True`` takes about a second on a CPU with the
+    default arrays.
+
+    Args:
+        stream_bytes: bytes of each STREAM array (default :func:`stream_bandwidth`'s: 64 MiB on a
+            CPU, which a larger last-level cache can serve; chapter 05 passes
+            :func:`llm_dataflow.memory.past_last_level_bytes`).
 
     Returns:
         :class:`MeasuredRoofline`.
+
+    Raises:
+        ValueError: ``stream_bytes`` < 1.
     """
     dev = _dev(dev)
     r = 3 if quick else 10
-    bw = {k: stream_bandwidth(k, dev=dev, repeat=r) for k in ("copy", "triad")}
+    bw = {k: stream_bandwidth(k, stream_bytes, dev=dev, repeat=r) for k in ("copy", "triad")}
     flops = {"fp32": matmul_flops("fp32", dev=dev, repeat=r)}
     if dev.type == "cuda" or cpu_supports_bf16():
         flops["bf16"] = matmul_flops("bf16", dev=dev, repeat=r)

@@ -11,7 +11,7 @@ from .core.fit import memory_fit
 from .core.formats import as_precision_plan
 from .core.roofline import (as_roofline_hardware, critical_batch, decode_step_bounds,
                             prefill_lower_bound)
-from .core.units import GB, no_overflow, require_nonnegative, require_positive
+from .core.units import GB, GiB, no_overflow, require_nonnegative, require_positive
 
 __all__ = ["decode_calculator", "batch_calculator"]
 
@@ -21,6 +21,35 @@ __all__ = ["decode_calculator", "batch_calculator"]
 # --------------------------------------------------------------------------------------------
 def _batch_text(b: float) -> object:
     return "never compute-bound" if math.isinf(b) else b
+
+
+def _memory_rows(fit) -> dict:
+    """The memory rows of chapter 05's calculators, from one :class:`~llm_dataflow.core.fit.MemoryFit`:
+    a short verdict (the few words of :attr:`~llm_dataflow.core.fit.MemoryFit.reason` that say what
+    binds), the engine's budget, the KV room and what the batch leaves of it.
+
+    The full line, ``fit.reason``, names every term with its bytes; it differs from setting to
+    setting, and a static view of 4,800 settings that carried it was 488,959 bytes (over
+    ``live.MAX_STATIC_BYTES``).  These rows take a handful of distinct strings and numbers that
+    depend on fewer controls, so the view stays small, and every number is the same fit's.
+    """
+    if fit.refused:
+        verdict = f"refused: the context exceeds the model's {fit.max_model_len_limit:,} positions"
+    elif fit.over_budget > 0 or not fit.kv_tokens:
+        verdict = "does not fit: the weights and the engine's other terms exceed its budget"
+    elif not fit.fits_eager:
+        verdict = "does not fit: the batch's KV cache exceeds the room"
+    elif not fit.fits:
+        verdict = "fits only with --enforce-eager: the CUDA graph pool takes room the KV cache needs"
+    else:
+        verdict = "fits"
+    return {
+        "memory (one GPU)": verdict,
+        f"{'SGLang' if fit.engine.name == 'sglang' else 'vLLM'} budget": (f"{fit.fraction:g} × {fit.capacity / GiB:,.2f} GiB = "
+                                      f"{fit.budget / GiB:,.2f} GiB"),
+        "KV room (tokens)": fit.kv_tokens,
+        "KV room left (tokens)": fit.kv_left_tokens,
+    }
 
 
 def _calculator_args(model, batch, context):
@@ -44,8 +73,10 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
     tokens/s per sequence and in total, bytes per generated token (GB), the compute and KV
     dtypes used (:class:`~llm_dataflow.core.formats.PrecisionPlan` defaults: BF16 KV cache for
     quantised weights), the critical batch at this context, the prefill bound of a
-    ``context``-token prompt, and the memory-fit verdict (:func:`~llm_dataflow.core.fit.memory_fit`,
-    in vLLM's convention as ``plan`` counts it) with the KV room left beside the batch.
+    ``context``-token prompt, and one GPU's memory as :func:`~llm_dataflow.core.fit.memory_fit`
+    counts it (vLLM 0.21's convention, as ``plan`` counts it): a short verdict, the engine's
+    budget (``0.9 × the runtime's total``), the KV room in tokens and what the batch leaves of
+    it.  ``memory_fit(...).reason`` gives the same fit's full line.
 
     Raises:
         ValueError: ``model`` neither a preset name nor a ModelConfig, unknown
@@ -72,8 +103,7 @@ def decode_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM"
         "critical batch": _batch_text(critical_batch(model, hw, context, plan)),
         "prefill of B × context tokens ≥ (ms)": (prefill_lower_bound(model, hw, context, batch, plan) * 1e3
                                                  if context else "no prompt at context 0"),
-        "memory (one GPU)": fit.reason,
-        "KV room left (tokens)": fit.kv_left_tokens,
+        **_memory_rows(fit),
     }
 
 
@@ -82,7 +112,8 @@ def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM",
                      context: int = 0) -> dict:
     """BF16 decode as the batch grows (a view of :mod:`llm_dataflow.core.accounting`): bytes per
     token (falls as 1/B while memory binds), step time, tokens/s in total, the two terms, which
-    binds, and whether the batch's KV cache still fits on one GPU.
+    binds, and whether the batch's KV cache still fits on one GPU (the memory rows of
+    :func:`decode_calculator`).
 
     Raises:
         ValueError: ``model`` neither a preset name nor a ModelConfig, unknown
@@ -102,5 +133,5 @@ def batch_calculator(model: str = "Llama-2-7B", hardware_name: str = "H100-SXM",
         "compute term (ms)": b.compute_s * 1e3,
         "tokens/s total ≤": b.tokens_per_s,
         "binds": b.bound,
-        "memory (one GPU)": fit.reason,
+        **_memory_rows(fit),
     }

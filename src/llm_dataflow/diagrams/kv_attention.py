@@ -7,11 +7,13 @@ per layer and per token in all layers from :func:`~llm_dataflow.core.kv.kv_layer
 and :func:`~llm_dataflow.core.kv.kv_bytes_per_token`, and the window's cap from
 :func:`~llm_dataflow.core.kv.kv_cache_bytes` (BF16).
 
-``ch06_flash_tiling``: FlashAttention's loop: a tile of Q stays on chip while tiles of K and V
-stream past it; the running max, running sum and output accumulator live on chip; only Q, K, V
-and O are in HBM, never the N × N scores.  Its numbers: the tile sizes are
-:func:`~llm_dataflow.flash.flash_attention`'s defaults, and the scores it never writes are
-Llama-3-8B's at 4,096 tokens (all query heads of one layer, BF16).
+``ch06_flash_tiling``: FlashAttention-2's loop (Dao 2023, §3.1; the 2022 paper's Algorithm 1 ran
+K/V in the outer loop and kept O, ℓ and m in HBM): a tile of Q stays on chip while tiles of K and
+V stream past it, once per Q tile (``N / block_q`` times in all); the running max, running sum and
+output accumulator live on chip; only Q, K, V and O are in HBM, never the N × N scores S or the
+probabilities P.  Its numbers: the tile sizes are :func:`~llm_dataflow.flash.flash_attention`'s
+defaults, and the S (and, as large, P) it never writes are Llama-3-8B's at 4,096 tokens (all query
+heads of one layer, BF16).
 
 ``ch06_block_table``: two sequences sharing a prompt's blocks, and a write that copies.  The
 block ids and reference counts are those of a real :class:`~llm_dataflow.paged.PagedKVCache`
@@ -82,7 +84,7 @@ def draw_kv_shapes(lang: str) -> str:
     room = W - 2 * left
     scale = room / max(r["per_layer"] for r in rows)      # px per byte: the longest bar fills the row
     row_h = 104
-    c = Canvas(W, 40 + row_h * len(rows) + 36, lang=lang, title=p(
+    c = Canvas(W, 40 + row_h * len(rows) + 58, lang=lang, title=p(
         "The K and V one token caches in one layer under MHA, GQA, MLA and a sliding window, drawn to "
         "scale, with bytes per token",
         "MHA、GQA、MLA 与滑动窗口下，一个 token 在一层中缓存的 K、V，按比例绘制，并标出每 token 字节数"))
@@ -127,6 +129,11 @@ def draw_kv_shapes(lang: str) -> str:
     _text(c, left + 20, y + 13, p("one K head", "一个 K 头"), room=100, size=S)
     c.rect(left + 130, y + 2, 14, 12, fill=V_FILL, stroke=PALETTE["accent"], rx=0)
     _text(c, left + 150, y + 13, p("one V head", "一个 V 头"), room=100, size=S)
+    y += 22
+    c.rect(left, y + 2, 14, 12, fill="#efe6f5", stroke=PALETTE["smem"], rx=0)
+    _text(c, left + 20, y + 13, p("MLA latent", "MLA 潜向量"), room=100, size=S)
+    c.rect(left + 130, y + 2, 14, 12, fill="#f3d9d9", stroke=PALETTE["reg"], rx=0)
+    _text(c, left + 150, y + 13, p("MLA RoPE key", "MLA 的 RoPE key"), room=150, size=S)
     return c.svg()
 
 
@@ -152,11 +159,11 @@ def draw_flash_tiling(lang: str) -> str:
     p = lambda en, zh: pick(lang, en, zh)  # noqa: E731
     n = flash_numbers()
     W, S, left = 420, 13.5, 14
-    c = Canvas(W, 502, lang=lang, title=p(
-        "FlashAttention's tiling: a tile of Q stays on chip while tiles of K and V stream past it; the "
-        "running max, running sum and output live on chip; the N by N scores never reach HBM",
-        "FlashAttention 的分块：Q 的一个 tile 留在片上，K、V 的 tile 依次流过；运行最大值、运行和与输出都在片上；"
-        "N × N 的分数矩阵从不写入 HBM"))
+    c = Canvas(W, 520, lang=lang, title=p(
+        "FlashAttention-2's tiling: a tile of Q stays on chip while tiles of K and V stream past it, once "
+        "per Q tile; the running max, running sum and output live on chip; the N by N scores never reach HBM",
+        "FlashAttention-2 的分块：Q 的一个 tile 留在片上，K、V 的 tile 依次流过，每个 Q tile 一遍；"
+        "当前最大值、累计和与输出都在片上；N × N 的分数矩阵从不写入 HBM"))
     # HBM band
     c.rect(left, 10, W - 2 * left, 118, fill=PALETTE["fill_light"], stroke=PALETTE["hbm"], width=1.8)
     _text(c, left + 10, 30, p("HBM", "HBM"), room=80, size=15, weight="bold", fill=PALETTE["hbm"])
@@ -170,7 +177,7 @@ def draw_flash_tiling(lang: str) -> str:
                width=1.6, rx=1, dash="4 2")
     # on-chip box: row 1 under Q, K/V and O; row 2 the statistics and the score tile
     cy = 190
-    c.rect(left, cy, W - 2 * left, 206, fill="#ffffff", stroke=PALETTE["smem"], width=2)
+    c.rect(left, cy, W - 2 * left, 224, fill="#ffffff", stroke=PALETTE["smem"], width=2)
     ty = cy + 14
     q_tile, kv_tile, acc = (left + 12, 100), (left + 130, 116), (left + 262, 122)
     c.box(q_tile[0], ty, q_tile[1], 40, f"Q tile\n[{n['block_q']} × d]", size=S, fill="#ffffff", stroke=PALETTE["reg"])
@@ -178,7 +185,7 @@ def draw_flash_tiling(lang: str) -> str:
           size=S, fill=K_FILL, stroke=PALETTE["hbm"])
     c.box(acc[0], ty, acc[1], 40, p("O_i accumulator\n× e^(m − m′)", "O_i 累加器\n× e^(m − m′)"), size=S,
           fill="#ffffff", stroke=PALETTE["smem"])
-    c.box(q_tile[0], ty + 56, 140, 44, p("running max m\nrunning sum ℓ", "运行最大值 m\n运行和 ℓ"), size=S,
+    c.box(q_tile[0], ty + 56, 140, 44, p("running max m\nrunning sum ℓ", "当前最大值 m\n累计和 ℓ"), size=S,
           fill="#ffffff", stroke=PALETTE["smem"])
     c.box(left + 170, ty + 56, 124, 44, f"S tile\n[{n['block_q']} × {n['block_k']}]", size=S,
           fill="#fff4e0", stroke=PALETTE["host"])
@@ -186,7 +193,10 @@ def draw_flash_tiling(lang: str) -> str:
           room=W - 2 * left - 24, size=S)
     _text(c, q_tile[0], ty + 144, p("m, ℓ and O_i; at the end write O_i ÷ ℓ once.", "m、ℓ 与 O_i；最后把 O_i ÷ ℓ 写回一次。"),
           room=W - 2 * left - 24, size=S)
-    _text(c, q_tile[0], cy + 194, p("on chip: shared memory and registers of one SM",
+    _text(c, q_tile[0], ty + 162, p(f"All of K and V stream past each Q tile: N/{n['block_q']} passes.",
+                                    f"每个 Q tile 都要流过全部 K、V：共 N/{n['block_q']} 遍。"),
+          room=W - 2 * left - 24, size=S, fill=PALETTE["hbm"])
+    _text(c, q_tile[0], cy + 212, p("on chip: shared memory and registers of one SM",
                                     "片上：一个 SM 的 shared memory 与寄存器"),
           room=W - 2 * left - 24, size=S, weight="bold", fill=PALETTE["smem"])
     # arrows: Q once, K/V streamed, O written once
@@ -201,17 +211,17 @@ def draw_flash_tiling(lang: str) -> str:
     c.line(ac, ty - 2, xs[3] + bw / 2, 118, stroke=PALETTE["text"], width=2, arrow="end")
     _text(c, xs[3] + bw / 2 + 8, 160, p("once", "写一次"), room=W - left - xs[3] - bw / 2 - 10, size=S)
     # what is never written
-    ny = cy + 222
+    ny = cy + 240
     c.rect(left, ny, W - 2 * left, 66, fill="#ffffff", stroke=PALETTE["muted"], width=1.5, dash="6 4")
     c.line(left + 8, ny + 8, left + 62, ny + 58, stroke=PALETTE["reg"], width=2.2)
     c.line(left + 62, ny + 8, left + 8, ny + 58, stroke=PALETTE["reg"], width=2.2)
     _text(c, left + 74, ny + 22, p("S, P [N × N]: never written to HBM", "S、P [N × N]：从不写入 HBM"),
           room=W - 2 * left - 80, size=S, weight="bold")
-    _text(c, left + 74, ny + 40, p(f"Llama-3-8B, N = {n['n']:,}: {n['heads']} heads × N²",
-                                   f"Llama-3-8B，N = {n['n']:,}：{n['heads']} 个头 × N²"),
+    _text(c, left + 74, ny + 40, p(f"Llama-3-8B, N = {n['n']:,}: each is {n['heads']} heads",
+                                   f"Llama-3-8B，N = {n['n']:,}：各为 {n['heads']} 个头"),
           room=W - 2 * left - 80, size=S, fill=PALETTE["muted"])
-    _text(c, left + 74, ny + 58, p(f"× 2 B = {n['scores_bytes'] / GiB:.0f} GiB per layer, in prefill",
-                                   f"× 2 B = 每层 {n['scores_bytes'] / GiB:.0f} GiB（Prefill 时）"),
+    _text(c, left + 74, ny + 58, p(f"× N² × 2 B = {n['scores_bytes'] / GiB:.0f} GiB per layer, in prefill",
+                                   f"× N² × 2 B = 每层 {n['scores_bytes'] / GiB:.0f} GiB（Prefill 时）"),
           room=W - 2 * left - 80, size=S, fill=PALETTE["muted"])
     return c.svg()
 
@@ -264,7 +274,7 @@ def draw_block_table(lang: str) -> str:
         "shared block, that block is copied first",
         "两个序列通过各自的 block table 共享 prompt 的 KV block；其中一个要写入共享 block 时，先复制该 block"))
     heads = (p(f"1  A: a {prompt}-token prompt in blocks of {bs}; B forks",
-               f"1  A：{prompt} 个 token 的 prompt，每 block {bs} 个；B 派生"),
+               f"1  A：{prompt} 个 token 的 prompt，每 block {bs} 槽；B fork 自 A"),
              p("2  B writes a token: the shared last block is copied",
                "2  B 写入一个 token：先复制共享的最后一块"))
     colours = (PALETTE["accent"], PALETTE["smem"])

@@ -184,8 +184,10 @@ LAYOUT_JS = r"""(viewportWidth) => {
                     code: !!box.closest('.cell_input, div.highlight') && !box.closest('.cell_output')});
       continue;
     }
-    if (b.right > R || b.left < L) {
-      cut.push(`${where(el)}: ${Math.round(Math.max(b.right - R, L - b.left))} px beyond the column`);
+    // a margin note ({margin}) sits beside the column by design: it must stay on the screen
+    const [l, r] = el.closest('aside.margin') ? [0, viewportWidth] : [L, R];
+    if (b.right > r || b.left < l) {
+      cut.push(`${where(el)}: ${Math.round(Math.max(b.right - r, l - b.left))} px beyond the ${el.closest('aside.margin') ? 'screen' : 'column'}`);
       continue;
     }
     const o = getComputedStyle(el).overflowX;

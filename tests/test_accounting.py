@@ -126,7 +126,10 @@ def test_memory_fit_verdicts():
     """One convention for every calculator: vLLM's (the runtime's total, 0.9 of it, the engine's terms)."""
     fit = ldf.memory_fit("Llama-3.1-70B", "H100-SXM", "bf16")
     assert not fit.fits and fit.reason.startswith("does not fit: weights 131.42 GiB")
-    assert ldf.decode_calculator("Llama-3.1-70B", "H100-SXM", "bf16")["memory (one GPU)"] == fit.reason
+    # the calculator shows the verdict's head and the same fit's budget (chapter 05's short rows)
+    calc = ldf.decode_calculator("Llama-3.1-70B", "H100-SXM", "bf16")
+    assert calc["memory (one GPU)"] == "does not fit: the weights and the engine's other terms exceed its budget"
+    assert calc["vLLM budget"] == f"0.9 × 79.22 GiB = {fit.budget / 2**30:,.2f} GiB" and f"{fit.budget / 2**30:,.2f} GiB" in fit.reason
     two = ldf.memory_fit("Llama-3.1-70B", "H100-SXM", "bf16", tp=2)
     assert two.fits and two.weights == pytest.approx(fit.weights / 2, rel=1e-3)
     # KV room by hand: Llama-3-8B, BF16, one H100 (79.22 GiB as the runtime reports it)

@@ -219,6 +219,112 @@ def test_every_cli_option_is_on_the_page_with_its_help_and_every_label_is_transl
         assert f"note_{key}" in labels
 
 
+def _page_labels(directive: str = "ldf-planner") -> dict[str, str]:
+    """``{key: English label}`` of a directive's list in ``book/planner.md``."""
+    text = (ROOT / "book" / "planner.md").read_text(encoding="utf-8")
+    block = text.split(f"```{{{directive}}}", 1)[1].split("```", 1)[0]
+    return dict(re.findall(r"^- `([^`]+)`: (.+)$", block, re.M))
+
+
+def _zh_catalog() -> dict[str, str]:
+    """The Chinese planner page's translations: msgid -> msgstr, translated (not empty, not fuzzy)."""
+    from babel.messages.pofile import read_po
+
+    with open(ROOT / "locale" / "zh_CN" / "LC_MESSAGES" / "book" / "planner.po", "rb") as f:
+        return {m.id: m.string for m in read_po(f) if m.id and m.string and not m.fuzzy}
+
+
+def _row_labels_in_source() -> set[str]:
+    """Every row label ``plan``'s table code can print: the string heading each (label, value) pair
+    in ``core/plan.py``'s ``_table`` and its ``_*_row``/``_*_rows`` helpers (indented sub-rows
+    stripped, as the page strips them)."""
+    import ast
+
+    tree = ast.parse((ROOT / "src" / "llm_dataflow" / "core" / "plan.py").read_text(encoding="utf-8"))
+    out = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and (fn.name == "_table" or fn.name.endswith(("_row", "_rows"))):
+            for n in ast.walk(fn):
+                if (isinstance(n, ast.Tuple) and len(n.elts) == 2 and isinstance(n.elts[0], ast.Constant)
+                        and isinstance(n.elts[0].value, str)):
+                    out.add(n.elts[0].value.strip())
+    return out
+
+
+def test_every_row_the_command_prints_has_a_label_in_both_editions(tmp_path):
+    """Each row label of ``plan``'s table has a ``row_<label>`` entry in the page's list (the key
+    planner.js looks up: the label as printed, less its indent) and a Chinese translation; before
+    this test ``engine``, ``layout``, ``whole batch``, ``with graphs`` and ``warning`` had none and
+    showed in English between translated rows.  Checked on the source (every label the table code
+    can print) and on representative plans: vLLM and SGLang, EP with dp = 1 and dp = 8, sliding
+    windows (Mistral-7B, Gemma-2), a misfit, a published range with its rows, CUDA graphs that do
+    not fit where eager does, and a config.json that omits keys (warnings)."""
+    labels, zh = _page_labels(), _zh_catalog()
+    source = _row_labels_in_source()
+    folder = tmp_path / "omits"
+    folder.mkdir()
+    cfg = json.loads((DATA / "Llama-3.1-8B-Instruct" / "config.json").read_text(encoding="utf-8"))
+    cfg.pop("rms_norm_eps")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    plans = [
+        ["Llama-3-8B", "--hardware", "H100-SXM", "--batch", "8", "--context", "4096"],
+        ["Llama-3-8B", "--hardware", "H100-SXM", "--batch", "8", "--engine", "sglang", "--mem-fraction-static", "0.85"],
+        ["DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--ep", "8", "--weights", "fp8", "--batch", "64"],
+        ["DeepSeek-V3", "--hardware", "H200", "--tp", "1", "--ep", "8", "--weights", "fp8", "--batch", "16"],
+        ["Mistral-7B-v0.1", "--hardware", "H100-SXM", "--batch", "8", "--context", "32768"],
+        ["Gemma-2-9B", "--hardware", "L4", "--batch", "64", "--context", "8192"],
+        ["Llama-2-7B", "--hardware", "A100-80GB-SXM", "--batch", "1", "--context", "1024"],
+        ["Qwen2.5-7B", "--hardware", "RTX-4090", "--weights", "int4", "--context", "4096",
+         "--gpu-memory-utilization", "0.97", "--engine-version", "0.20"],
+        ["omits/config.json", "--hardware", "H100-SXM", "--batch", "2", "--context", "2048"],
+    ]
+    printed = set()
+    for argv in plans:
+        code, out, err = cli(["plan", *argv], tmp_path)
+        assert code == 0, (argv, err)
+        lines = out.rstrip("\n").split("\n")
+        col = re.match(r"^\S.*?\s{2,}(?=\S)", lines[0]).end()
+        printed |= {line[:col].strip() for line in lines}
+    for must in ("engine", "layout", "whole batch", "with graphs", "warning", "rows", "routed experts"):
+        assert must in printed, must
+    assert printed <= source, f"rows the source scan misses: {printed - source}"
+    FIGURES.append(f"plan's row labels: {len(source)} in the source, {len(printed)} printed by {len(plans)} plans")
+    for row in sorted(source):
+        key = f"row_{row}"
+        assert key in labels, f"{row!r}: no `{key}` label in book/planner.md's {{ldf-planner}} list"
+        assert labels[key] == row, (key, labels[key])
+        msg = f"`{key}`: {row}"
+        assert zh.get(msg), f"{msg!r} is not translated in locale/zh_CN/LC_MESSAGES/book/planner.po"
+    for row, want in (("engine", "引擎"), ("layout", "KV 布局"), ("whole batch", "整个 batch")):
+        assert zh[f"`row_{row}`: {row}"] == f"`row_{row}`：{want}"
+
+
+@pytest.mark.parametrize("directive,options", [("ldf-planner", "cli_options"), ("ldf-explain", "explain_options")])
+def test_every_option_help_is_one_text_and_translated(directive, options):
+    """Each option's ``--help`` text has a ``help_<dest>`` label (the explain box's positional
+    argument has ``log_hint``): in English it is the parser's text byte for byte (one text, not
+    two; the English page shows the parser's own, the build warns if they differ), and the
+    Chinese catalog translates it (not empty, not fuzzy, in Chinese).  24 texts: the planner's 21
+    options and the explain box's --config, --hardware and --json."""
+    labels, zh = _page_labels(directive), _zh_catalog()
+    opts = getattr(ldf_planner, options)()
+    helps = {o["dest"]: o["help"] for o in opts if not (directive == "ldf-explain" and o["kind"] == "model")}
+    assert len(helps) == {"ldf-planner": 21, "ldf-explain": 3}[directive], sorted(helps)
+    for dest, text in helps.items():
+        key = f"{ldf_planner.HELP_PREFIX}{dest}"
+        assert labels.get(key) == text, f"`{key}` in book/planner.md is not {dest}'s --help text {text!r}"
+        msg = f"`{key}`: {text}"
+        assert zh.get(msg), f"{msg!r} is not translated (or fuzzy) in locale/zh_CN/LC_MESSAGES/book/planner.po"
+        assert zh[msg].startswith(f"`{key}`：") and re.search(r"[\u4e00-\u9fff]", zh[msg]), zh[msg]
+        # a flag stays a flag (the page turns smart quotes off for these items: no "–tp")
+        for flag in re.findall(r"--[a-z][\w-]*", text):
+            assert flag in zh[msg], (flag, zh[msg])
+    # the English spec leaves them out (the page reads the parser); another edition keeps them
+    spec = {**{f"help_{d}": h for d, h in helps.items()}, "tp": "x"}
+    assert ldf_planner.help_labels(spec, opts, "en", directive) == {"tp": "x"}
+    assert ldf_planner.help_labels(spec, opts, "zh_CN", directive) == spec
+
+
 def test_explain_box_follows_its_parser_and_every_label_is_translated():
     """The explain box ({ldf-explain}) builds its form from ``explain``'s parser: the pasted text
     (the positional argument), ``--config``, ``--hardware`` (the plan command's GPUs suggested) and

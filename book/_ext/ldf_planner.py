@@ -20,7 +20,8 @@ message on the page is the CLI's by construction.
 * The form groups the options (:data:`GROUPS`: model, GPU and layout, workload, formats first;
   the engine's settings and the output folded; an option no group names joins the engine's), and
   each field shows its default (the value the last plan used, :data:`RESOLVED`) and the option's
-  ``--help`` text.  The page says how many bytes it downloads before it starts
+  ``--help`` text: the parser's own in English, the list's ``help_<dest>`` label (translated
+  through the catalog, :func:`help_labels`) in another edition.  The page says how many bytes it downloads before it starts
   (:func:`download_sizes`) and counts them as they arrive.
 * Without ``web/dist/_vendor/pyodide/`` (a build without npm) the page says that this build
   cannot run the planner and shows the CLI command for the settings.

@@ -801,6 +801,38 @@ def _type_a_gpu(page, cwd: pathlib.Path) -> None:
     _check(page, cwd)
 
 
+# The words the page itself writes around the command's values: the form (every field's hint and
+# its "default" option), the bar's legend, the status line and the explain box's hints.
+WORDS_JS = """() => [...document.querySelectorAll('.ldf-planner-form, .ldf-planner-bar, .ldf-planner-status, .ldf-planner-summary, .ldf-explain-form')]
+  .map(e => e.textContent).join('\\n')"""
+
+
+def _check_words(page, edition: str, tr) -> None:
+    """Each field's help is the option's --help text in the edition's language (English: the
+    parser's own), and the page's words join values with the edition's punctuation: Chinese
+    "默认：1" and "（估计值）", never "默认: 1" or "(估计值)"."""
+    opts = {o["dest"]: o for o in ldf_planner.cli_options()}
+    xopts = {o["dest"]: o for o in ldf_planner.explain_options()}
+    words = page.evaluate(WORDS_JS)
+    for dest, sel in (("tp", "#ldf-planner-tp-hint"), ("non_torch_gib", "#ldf-planner-non_torch_gib-hint")):
+        help_en = opts[dest]["help"]
+        want = tr(f"`help_{dest}`: {help_en}").split("：", 1)[1] if edition != "en" else help_en
+        hint = page.locator(sel).text_content()
+        assert hint.endswith(" · " + want), (dest, hint, want)
+    xhelp = xopts["hardware"]["help"]
+    xwant = tr(f"`help_hardware`: {xhelp}").split("：", 1)[1] if edition != "en" else xhelp
+    assert page.locator("#ldf-explain-hardware-hint").text_content() == xwant
+    if edition == "en":
+        assert "default: " in words and " (estimate)" in words, words[:400]
+        return
+    d, est = tr("`default`: default").split("：", 1)[1], tr("`estimate`: estimate").split("：", 1)[1]
+    assert f"{d}：" in words and f"（{est}）" in words, words[:400]
+    for bad in (f"{d}: ", f"({est})", f"{d} (", "): "):
+        assert bad not in words, (bad, words[words.find(bad) - 80:words.find(bad) + 80])
+    assert not re.search(r"[\u4e00-\u9fff]: |[\u4e00-\u9fff] \(", words), \
+        re.search(r".{0,60}[\u4e00-\u9fff](: | \().{0,60}", words).group(0)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("edition", list(EDITIONS))
 def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width):
@@ -845,6 +877,7 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
         tr = _translations(edition)
         label = page.inner_text('label[for="ldf-planner-tp"] .ldf-planner-name')
         assert label == tr("`tp`: Tensor-parallel degree").split("：" if edition != "en" else ": ", 1)[1], label
+        _check_words(page, edition, tr)
         if phone:   # the verdict stays in sight while the reader is at the form
             page.locator("#ldf-planner-batch").scroll_into_view_if_needed()
             box = page.locator(".ldf-planner-summary").bounding_box()

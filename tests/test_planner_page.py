@@ -7,7 +7,10 @@ Without a browser (always run):
   the package's CLI prints;
 * every option of the ``plan`` command appears in the page's spec with its flag, its default and
   its ``--help`` text (the page follows the parser: a new option needs no page edit), and every
-  label the page has is translated in the Chinese edition.
+  label the page has is translated in the Chinese edition;
+* every row label ``plan`` can print (its table code, and representative plans) has a ``row_`` label
+  translated in Chinese; every option's ``--help`` text has a ``help_<dest>`` label equal to the
+  parser's text, translated in Chinese (the English page shows the parser's own).
 
 In headless Chromium, over a local server that gzips what it sends (as a web host does), for
 both editions at 1280 and 390 px, one cold page load each, then several inputs on it
@@ -21,6 +24,8 @@ both editions at 1280 and 390 px, one cold page load each, then several inputs o
   a pasted, a dropped and a chosen real ``config.json`` (``tests/data/``), ``--json``, and
   refusals (a layout, a count, a config field, an empty GPU field), each shown with the CLI's
   message naming the field, the field outlined;
+* each field's help is the option's --help in the edition's language, and a Chinese page joins its
+  words with full-width punctuation ("默认：1", "（估计值）", never "默认: 1" or "(估计值)");
 * the rows give back the command's lines (label, value, folded note), the verdict and the KV room
   first; the bar has one part per term of ``memory_terms``, in order, in GiB as the core's fmt_gib
   prints it; the parts sum to the device's runtime total when the deployment fits and exceed it by

@@ -17,7 +17,9 @@
  * - `warnings` of the JSON and anything the command wrote to stderr while succeeding.
  * A plan runs when a choice changes, or when typing pauses on a complete value (never on "L40"
  * while "L40S" is being typed); each field shows its default (the value this plan used) and the
- * command's --help text.  The settings live in the URL (?hardware=H100-SXM&tp=2...).
+ * command's --help text (the parser's own in English; the label help_<dest>, translated, in another
+ * edition).  On a Chinese page the page's words join values with full-width punctuation ("默认：1",
+ * "（估计值）").  The settings live in the URL (?hardware=H100-SXM&tp=2...).
  *
  * A classic script, not a module: opened from disk (file://) a browser refuses module scripts, and
  * this one must still run there to say so and show the command line.

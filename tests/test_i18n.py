@@ -120,3 +120,32 @@ def test_translation_coverage(tmp_path, request):
     assert cov.headings >= i18n.HEADINGS_MIN, f"{report}\n{missing}"
     assert cov.overall >= i18n.OVERALL_MIN, f"{report}\n{missing}"
 
+
+
+def test_theme_landmarks_speak_the_editions_language():
+    """The two landmarks sphinx-book-theme names with literals, the sidebar's ``<nav
+    aria-label="Main">`` and the print table of contents' ``<nav aria-label="Page">``, go through
+    the book's catalog (``book/_ext/templates/sbt-sidebar-nav.html`` and ``layout.html``,
+    ``locale/zh_CN/LC_MESSAGES/sphinx.po``): a screen reader of the 简体中文 edition hears 主导航
+    and 本页; the English pages keep the theme's words.  On the built site (both editions)."""
+    from _browsers import require
+
+    site = pathlib.Path(__import__("os").environ.get("LDF_SITE_DIR", ROOT / "_build" / "html"))
+    require((site / "zh_CN" / "intro.html").is_file() or (site / "zh_CN" / "index.html").is_file(),
+            f"no built 简体中文 edition under {site} (bash tools/build_book.sh)")
+    want = {"en": {"Main", "Page"}, "zh_CN": {"主导航", "本页"}}
+    for edition, names in want.items():
+        root = site / "zh_CN" if edition == "zh_CN" else site
+        pages = [p for p in root.glob("**/*.html")
+                 if edition == "zh_CN" or p.relative_to(site).parts[0] != "zh_CN"]
+        # the book's pages (not a redirect such as index.html, not the assets)
+        pages = [p for p in pages if p.relative_to(root).parts[0] not in ("_static", "_vendor", "_sources", "_images",
+                                                                             "_planner")
+                 and "bd-sidebar-primary" in p.read_text(encoding="utf-8")]
+        assert len(pages) >= 10, (edition, len(pages))
+        for p in pages:
+            navs = set(re.findall(r'<nav [^>]*aria-label="([^"]*)"', p.read_text(encoding="utf-8")))
+            assert "Main" in navs or "主导航" in navs, (p, navs)
+            other = {"Main", "Page"} if edition == "zh_CN" else {"主导航", "本页"}
+            assert not navs & other, (p, navs)
+            assert navs & names, (p, navs)

@@ -7,7 +7,10 @@ Without a browser (always run):
   the package's CLI prints;
 * every option of the ``plan`` command appears in the page's spec with its flag, its default and
   its ``--help`` text (the page follows the parser: a new option needs no page edit), and every
-  label the page has is translated in the Chinese edition.
+  label the page has is translated in the Chinese edition;
+* every row label ``plan`` can print (its table code, and representative plans) has a ``row_`` label
+  translated in Chinese; every option's ``--help`` text has a ``help_<dest>`` label equal to the
+  parser's text, translated in Chinese (the English page shows the parser's own).
 
 In headless Chromium, over a local server that gzips what it sends (as a web host does), for
 both editions at 1280 and 390 px, one cold page load each, then several inputs on it
@@ -21,6 +24,8 @@ both editions at 1280 and 390 px, one cold page load each, then several inputs o
   a pasted, a dropped and a chosen real ``config.json`` (``tests/data/``), ``--json``, and
   refusals (a layout, a count, a config field, an empty GPU field), each shown with the CLI's
   message naming the field, the field outlined;
+* each field's help is the option's --help in the edition's language, and a Chinese page joins its
+  words with full-width punctuation ("默认：1", "（估计值）", never "默认: 1" or "(估计值)");
 * the rows give back the command's lines (label, value, folded note), the verdict and the KV room
   first; the bar has one part per term of ``memory_terms``, in order, in GiB as the core's fmt_gib
   prints it; the parts sum to the device's runtime total when the deployment fits and exceed it by
@@ -217,6 +222,112 @@ def test_every_cli_option_is_on_the_page_with_its_help_and_every_label_is_transl
             assert re.search(r"[\u4e00-\u9fff]", zh[msg]) or key in ("model_config", "bar_caption"), (msg, zh[msg])
     for key in ldf_planner.PAGE_SKIPS:
         assert f"note_{key}" in labels
+
+
+def _page_labels(directive: str = "ldf-planner") -> dict[str, str]:
+    """``{key: English label}`` of a directive's list in ``book/planner.md``."""
+    text = (ROOT / "book" / "planner.md").read_text(encoding="utf-8")
+    block = text.split(f"```{{{directive}}}", 1)[1].split("```", 1)[0]
+    return dict(re.findall(r"^- `([^`]+)`: (.+)$", block, re.M))
+
+
+def _zh_catalog() -> dict[str, str]:
+    """The Chinese planner page's translations: msgid -> msgstr, translated (not empty, not fuzzy)."""
+    from babel.messages.pofile import read_po
+
+    with open(ROOT / "locale" / "zh_CN" / "LC_MESSAGES" / "book" / "planner.po", "rb") as f:
+        return {m.id: m.string for m in read_po(f) if m.id and m.string and not m.fuzzy}
+
+
+def _row_labels_in_source() -> set[str]:
+    """Every row label ``plan``'s table code can print: the string heading each (label, value) pair
+    in ``core/plan.py``'s ``_table`` and its ``_*_row``/``_*_rows`` helpers (indented sub-rows
+    stripped, as the page strips them)."""
+    import ast
+
+    tree = ast.parse((ROOT / "src" / "llm_dataflow" / "core" / "plan.py").read_text(encoding="utf-8"))
+    out = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and (fn.name == "_table" or fn.name.endswith(("_row", "_rows"))):
+            for n in ast.walk(fn):
+                if (isinstance(n, ast.Tuple) and len(n.elts) == 2 and isinstance(n.elts[0], ast.Constant)
+                        and isinstance(n.elts[0].value, str)):
+                    out.add(n.elts[0].value.strip())
+    return out
+
+
+def test_every_row_the_command_prints_has_a_label_in_both_editions(tmp_path):
+    """Each row label of ``plan``'s table has a ``row_<label>`` entry in the page's list (the key
+    planner.js looks up: the label as printed, less its indent) and a Chinese translation; before
+    this test ``engine``, ``layout``, ``whole batch``, ``with graphs`` and ``warning`` had none and
+    showed in English between translated rows.  Checked on the source (every label the table code
+    can print) and on representative plans: vLLM and SGLang, EP with dp = 1 and dp = 8, sliding
+    windows (Mistral-7B, Gemma-2), a misfit, a published range with its rows, CUDA graphs that do
+    not fit where eager does, and a config.json that omits keys (warnings)."""
+    labels, zh = _page_labels(), _zh_catalog()
+    source = _row_labels_in_source()
+    folder = tmp_path / "omits"
+    folder.mkdir()
+    cfg = json.loads((DATA / "Llama-3.1-8B-Instruct" / "config.json").read_text(encoding="utf-8"))
+    cfg.pop("rms_norm_eps")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    plans = [
+        ["Llama-3-8B", "--hardware", "H100-SXM", "--batch", "8", "--context", "4096"],
+        ["Llama-3-8B", "--hardware", "H100-SXM", "--batch", "8", "--engine", "sglang", "--mem-fraction-static", "0.85"],
+        ["DeepSeek-V3", "--hardware", "H200", "--tp", "8", "--ep", "8", "--weights", "fp8", "--batch", "64"],
+        ["DeepSeek-V3", "--hardware", "H200", "--tp", "1", "--ep", "8", "--weights", "fp8", "--batch", "16"],
+        ["Mistral-7B-v0.1", "--hardware", "H100-SXM", "--batch", "8", "--context", "32768"],
+        ["Gemma-2-9B", "--hardware", "L4", "--batch", "64", "--context", "8192"],
+        ["Llama-2-7B", "--hardware", "A100-80GB-SXM", "--batch", "1", "--context", "1024"],
+        ["Qwen2.5-7B", "--hardware", "RTX-4090", "--weights", "int4", "--context", "4096",
+         "--gpu-memory-utilization", "0.97", "--engine-version", "0.20"],
+        ["omits/config.json", "--hardware", "H100-SXM", "--batch", "2", "--context", "2048"],
+    ]
+    printed = set()
+    for argv in plans:
+        code, out, err = cli(["plan", *argv], tmp_path)
+        assert code == 0, (argv, err)
+        lines = out.rstrip("\n").split("\n")
+        col = re.match(r"^\S.*?\s{2,}(?=\S)", lines[0]).end()
+        printed |= {line[:col].strip() for line in lines}
+    for must in ("engine", "layout", "whole batch", "with graphs", "warning", "rows", "routed experts"):
+        assert must in printed, must
+    assert printed <= source, f"rows the source scan misses: {printed - source}"
+    FIGURES.append(f"plan's row labels: {len(source)} in the source, {len(printed)} printed by {len(plans)} plans")
+    for row in sorted(source):
+        key = f"row_{row}"
+        assert key in labels, f"{row!r}: no `{key}` label in book/planner.md's {{ldf-planner}} list"
+        assert labels[key] == row, (key, labels[key])
+        msg = f"`{key}`: {row}"
+        assert zh.get(msg), f"{msg!r} is not translated in locale/zh_CN/LC_MESSAGES/book/planner.po"
+    for row, want in (("engine", "引擎"), ("layout", "KV 布局"), ("whole batch", "整个 batch")):
+        assert zh[f"`row_{row}`: {row}"] == f"`row_{row}`：{want}"
+
+
+@pytest.mark.parametrize("directive,options", [("ldf-planner", "cli_options"), ("ldf-explain", "explain_options")])
+def test_every_option_help_is_one_text_and_translated(directive, options):
+    """Each option's ``--help`` text has a ``help_<dest>`` label (the explain box's positional
+    argument has ``log_hint``): in English it is the parser's text byte for byte (one text, not
+    two; the English page shows the parser's own, the build warns if they differ), and the
+    Chinese catalog translates it (not empty, not fuzzy, in Chinese).  24 texts: the planner's 21
+    options and the explain box's --config, --hardware and --json."""
+    labels, zh = _page_labels(directive), _zh_catalog()
+    opts = getattr(ldf_planner, options)()
+    helps = {o["dest"]: o["help"] for o in opts if not (directive == "ldf-explain" and o["kind"] == "model")}
+    assert len(helps) == {"ldf-planner": 21, "ldf-explain": 3}[directive], sorted(helps)
+    for dest, text in helps.items():
+        key = f"{ldf_planner.HELP_PREFIX}{dest}"
+        assert labels.get(key) == text, f"`{key}` in book/planner.md is not {dest}'s --help text {text!r}"
+        msg = f"`{key}`: {text}"
+        assert zh.get(msg), f"{msg!r} is not translated (or fuzzy) in locale/zh_CN/LC_MESSAGES/book/planner.po"
+        assert zh[msg].startswith(f"`{key}`：") and re.search(r"[\u4e00-\u9fff]", zh[msg]), zh[msg]
+        # a flag stays a flag (the page turns smart quotes off for these items: no "–tp")
+        for flag in re.findall(r"--[a-z][\w-]*", text):
+            assert flag in zh[msg], (flag, zh[msg])
+    # the English spec leaves them out (the page reads the parser); another edition keeps them
+    spec = {**{f"help_{d}": h for d, h in helps.items()}, "tp": "x"}
+    assert ldf_planner.help_labels(spec, opts, "en", directive) == {"tp": "x"}
+    assert ldf_planner.help_labels(spec, opts, "zh_CN", directive) == spec
 
 
 def test_explain_box_follows_its_parser_and_every_label_is_translated():
@@ -695,6 +806,38 @@ def _type_a_gpu(page, cwd: pathlib.Path) -> None:
     _check(page, cwd)
 
 
+# The words the page itself writes around the command's values: the form (every field's hint and
+# its "default" option), the bar's legend, the status line and the explain box's hints.
+WORDS_JS = """() => [...document.querySelectorAll('.ldf-planner-form, .ldf-planner-bar, .ldf-planner-status, .ldf-planner-summary, .ldf-explain-form')]
+  .map(e => e.textContent).join('\\n')"""
+
+
+def _check_words(page, edition: str, tr) -> None:
+    """Each field's help is the option's --help text in the edition's language (English: the
+    parser's own), and the page's words join values with the edition's punctuation: Chinese
+    "默认：1" and "（估计值）", never "默认: 1" or "(估计值)"."""
+    opts = {o["dest"]: o for o in ldf_planner.cli_options()}
+    xopts = {o["dest"]: o for o in ldf_planner.explain_options()}
+    words = page.evaluate(WORDS_JS)
+    for dest, sel in (("tp", "#ldf-planner-tp-hint"), ("non_torch_gib", "#ldf-planner-non_torch_gib-hint")):
+        help_en = opts[dest]["help"]
+        want = tr(f"`help_{dest}`: {help_en}").split("：", 1)[1] if edition != "en" else help_en
+        hint = page.locator(sel).text_content()
+        assert hint.endswith(" · " + want), (dest, hint, want)
+    xhelp = xopts["hardware"]["help"]
+    xwant = tr(f"`help_hardware`: {xhelp}").split("：", 1)[1] if edition != "en" else xhelp
+    assert page.locator("#ldf-explain-hardware-hint").text_content() == xwant
+    if edition == "en":
+        assert "default: " in words and " (estimate)" in words, words[:400]
+        return
+    d, est = tr("`default`: default").split("：", 1)[1], tr("`estimate`: estimate").split("：", 1)[1]
+    assert f"{d}：" in words and f"（{est}）" in words, words[:400]
+    for bad in (f"{d}: ", f"({est})", f"{d} (", "): "):
+        assert bad not in words, (bad, words[words.find(bad) - 80:words.find(bad) + 80])
+    assert not re.search(r"[\u4e00-\u9fff]: |[\u4e00-\u9fff] \(", words), \
+        re.search(r".{0,60}[\u4e00-\u9fff](: | \().{0,60}", words).group(0)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("edition", list(EDITIONS))
 def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width):
@@ -739,6 +882,7 @@ def test_planner_in_the_browser(browser, server, site, tmp_path, edition, width)
         tr = _translations(edition)
         label = page.inner_text('label[for="ldf-planner-tp"] .ldf-planner-name')
         assert label == tr("`tp`: Tensor-parallel degree").split("：" if edition != "en" else ": ", 1)[1], label
+        _check_words(page, edition, tr)
         if phone:   # the verdict stays in sight while the reader is at the form
             page.locator("#ldf-planner-batch").scroll_into_view_if_needed()
             box = page.locator(".ldf-planner-summary").bounding_box()

@@ -20,7 +20,8 @@ message on the page is the CLI's by construction.
 * The form groups the options (:data:`GROUPS`: model, GPU and layout, workload, formats first;
   the engine's settings and the output folded; an option no group names joins the engine's), and
   each field shows its default (the value the last plan used, :data:`RESOLVED`) and the option's
-  ``--help`` text.  The page says how many bytes it downloads before it starts
+  ``--help`` text: the parser's own in English, the list's ``help_<dest>`` label (translated
+  through the catalog, :func:`help_labels`) in another edition.  The page says how many bytes it downloads before it starts
   (:func:`download_sizes`) and counts them as they arrive.
 * Without ``web/dist/_vendor/pyodide/`` (a build without npm) the page says that this build
   cannot run the planner and shows the CLI command for the settings.
@@ -83,6 +84,8 @@ PAGE_SKIPS = ("plot",)
 EXPLAIN_EXAMPLE = {"log": "tests/data/logs/vllm-issue-10517-llama31-8b-rtx3090.log",
                    "config": "tests/data/Llama-3.1-8B-Instruct/config.json", "folder": "Llama-3.1-8B-Instruct",
                    "hardware": "name=RTX-3090,memory_gb=24,bandwidth_gbs=936,bf16_tflops=71,runtime_gib=23.58,nvlink=none"}
+# A label ``help_<dest>`` is option ``dest``'s --help text, for a translation (help_labels).
+HELP_PREFIX = "help_"
 # A fixed time stamp keeps the zip identical between builds of the same sources.
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 
@@ -234,6 +237,16 @@ class planner(nodes.General, nodes.Element):
     """The planner's place in the page; its children are the label list (translated by Sphinx)."""
 
 
+def _verbatim_help(node: nodes.Element) -> None:
+    """Keep the ``help_<dest>`` items as typed: Sphinx's smart quotes would turn ``--tp`` into
+    ``–tp`` and ``'`` into ``’``, in either edition (a flag must stay a flag, and the English text
+    must stay the parser's own, byte for byte)."""
+    for item in node.findall(nodes.list_item):
+        lit = item.next_node(nodes.literal)
+        if lit is not None and lit.astext().startswith(HELP_PREFIX):
+            item["support_smartquotes"] = False
+
+
 class PlannerDirective(Directive):
     """``{ldf-planner}``: the planner form.  Content: a bullet list of ``- `key`: label`` lines."""
 
@@ -242,6 +255,7 @@ class PlannerDirective(Directive):
     def run(self):
         node = planner()
         self.state.nested_parse(self.content, self.content_offset, node)
+        _verbatim_help(node)
         return [node]
 
 
@@ -251,7 +265,26 @@ class ExplainDirective(PlannerDirective):
     def run(self):
         node = planner(explain="1")
         self.state.nested_parse(self.content, self.content_offset, node)
+        _verbatim_help(node)
         return [node]
+
+
+def help_labels(labels: dict[str, str], options: list[dict], language: str, where: str) -> dict[str, str]:
+    """The labels a page's spec carries, given the ``help_<dest>`` ones (an option's ``--help``
+    text, translatable).  In English the page shows the parser's own ``--help`` (one text, not
+    two): each ``help_<dest>`` must equal it, else the build warns (``-W`` fails it), and they are
+    left out of the spec.  In another edition they stay: the page shows them in place of the
+    parser's English (an untranslated one reads as the parser's text, smart quotes being off)."""
+    helps = {f"{HELP_PREFIX}{o['dest']}": o["help"] for o in options if o.get("help")}
+    if not language.startswith("en"):
+        return labels
+    from sphinx.util import logging
+
+    log = logging.getLogger(__name__)
+    for key, text in labels.items():
+        if key.startswith(HELP_PREFIX) and helps.get(key) != text:
+            log.warning(f"{where}: label `{key}` is not the parser's --help text {helps.get(key)!r}: {text!r}")
+    return {k: v for k, v in labels.items() if not k.startswith(HELP_PREFIX)}
 
 
 def labels_of(node: nodes.Element) -> dict[str, str]:
@@ -309,7 +342,7 @@ def visit_planner_html(self, node):
     docname = self.builder.current_docname
     have_pyodide = bool(getattr(app, "ldf_offline", False)) and all(
         (Path(app.confdir) / PYODIDE_DIR / f).is_file() for f in PYODIDE_FILES)
-    labels = labels_of(node)
+    labels = help_labels(labels_of(node), app.ldf_planner_options, app.config.language or "en", "{ldf-planner}")
     download = app.ldf_planner_download if have_pyodide else {"files": {}, "total": 0, "moduleBytes": 0}
     spec = {
         "options": app.ldf_planner_options,
@@ -359,7 +392,7 @@ def visit_explain_html(self, node):
     """The explain box's place: its spec (the ``explain`` command's options, the model presets,
     the labels); the planner's script mounts it and runs it through the planner's worker."""
     app = self.builder.app
-    labels = labels_of(node)
+    labels = help_labels(labels_of(node), app.ldf_explain_options, app.config.language or "en", "{ldf-explain}")
     spec = {"options": app.ldf_explain_options, "presets": app.ldf_planner_presets, "labels": labels,
             "prog": "python -m llm_dataflow", "command": "explain", "language": app.config.language or "en",
             "example": explain_example(Path(app.confdir))}

@@ -17,7 +17,9 @@
  * - `warnings` of the JSON and anything the command wrote to stderr while succeeding.
  * A plan runs when a choice changes, or when typing pauses on a complete value (never on "L40"
  * while "L40S" is being typed); each field shows its default (the value this plan used) and the
- * command's --help text.  The settings live in the URL (?hardware=H100-SXM&tp=2...).
+ * command's --help text (the parser's own in English; the label help_<dest>, translated, in another
+ * edition).  On a Chinese page the page's words join values with full-width punctuation ("默认：1",
+ * "（估计值）").  The settings live in the URL (?hardware=H100-SXM&tp=2...).
  *
  * A classic script, not a module: opened from disk (file://) a browser refuses module scripts, and
  * this one must still run there to say so and show the command line.
@@ -32,6 +34,14 @@ function start(root) {
   const spec = JSON.parse(root.querySelector(".ldf-planner-spec").textContent);
   const L = (k, fallback) => (spec.labels && spec.labels[k]) || (fallback === undefined ? k : fallback);
   const fill = (s, vars) => s.replace(/\{(\w+)\}/g, (m, k) => (k in vars ? vars[k] : m));
+  // Words of the page joined to a value or a note: Chinese takes full-width punctuation ("默认：1",
+  // "（估计值）"), not the ASCII of the English edition ("default: 1", " (estimate)")
+  const ZH = /^zh/i.test(spec.language || "");
+  const COLON = ZH ? "：" : ": ", COMMA = ZH ? "，" : ", ", LIST = ZH ? "、" : ", ";
+  const paren = (s) => (ZH ? `（${s}）` : ` (${s})`);
+  // an option's --help text: the edition's translation (label help_<dest>; the English page's spec
+  // has none and shows the parser's own text)
+  const helpOf = (labels, o) => (labels && labels[`help_${o.dest}`]) || o.help || "";
   const PAGE_SKIPS = new Set(spec.pageSkips || []);   // options only the command line uses
   const opts = spec.options;
   const byDest = Object.fromEntries(opts.map((o) => [o.dest, o]));
@@ -275,13 +285,14 @@ function start(root) {
       const isEstimate = o.dest === "non_torch_gib" && lastReport && (lastReport.memory_terms || []).some((t) => t.name === "non_torch" && t.estimate);
       const parts = [];
       if (!o.required && o.kind !== "model" && d !== null) {
-        parts.push(el("span", {cls: "ldf-planner-default"}, `${L("default")}: `, el("b", {text: d}),
-                      isEstimate ? ` (${L("estimate", "estimate")})` : ""));
+        parts.push(el("span", {cls: "ldf-planner-default"}, `${L("default")}${COLON}`, el("b", {text: d}),
+                      isEstimate ? paren(L("estimate", "estimate")) : ""));
       }
-      if (o.help) parts.push(el("span", {cls: "ldf-planner-help", text: o.help}));
+      const help = helpOf(spec.labels, o);
+      if (help) parts.push(el("span", {cls: "ldf-planner-help", text: help}));
       h.replaceChildren(...parts.flatMap((p, i) => (i ? [" · ", p] : [p])));
       if (d === null) { /* keep the last default text: the field holds the reader's value */ }
-      else if (o.kind === "choice" && !o.required) c.options[0].textContent = `${L("default")}: ${d}`;
+      else if (o.kind === "choice" && !o.required) c.options[0].textContent = `${L("default")}${COLON}${d}`;
       else if (o.kind !== "flag" && o.kind !== "model" && c.tagName === "INPUT") c.placeholder = `${d}`;
     }
   }
@@ -308,7 +319,7 @@ function start(root) {
       if (inc) {
         const v = c.value.trim(), low = v.toLowerCase();
         const matches = (o.suggestions || []).filter((s) => s.toLowerCase().startsWith(low)).slice(0, 4);
-        w.textContent = matches.length && !v.includes("=") ? `${L("keeptyping", "keep typing")}: ${matches.join(", ")}…`
+        w.textContent = matches.length && !v.includes("=") ? `${L("keeptyping", "keep typing")}${COLON}${matches.join(LIST)}…`
                                                             : `${L("keeptyping", "keep typing")}…`;
         any = any || o.dest;
       }
@@ -545,7 +556,7 @@ function start(root) {
       if (t.bytes > 0 || t.name === "kv_asked") {   // a zero term (SGLang's activations) is not drawn or listed
         legend.append(el("li", {"data-key": t.name, "data-bytes": String(t.bytes), "data-text": gib[i + 1]},
           el("span", {cls: `ldf-bar-swatch ldf-bar-${key}`}),
-          el("span", {}, `${name} `, el("b", {text}), t.estimate ? ` (${L("estimate", "estimate")})` : "")));
+          el("span", {}, `${name} `, el("b", {text}), t.estimate ? paren(L("estimate", "estimate")) : "")));
       }
     });
     if (used > cap) {
@@ -556,7 +567,7 @@ function start(root) {
       said.push(`${L("bar_over")} ${overText}`);
     }
     strip.setAttribute("role", "img");
-    strip.setAttribute("aria-label", `${L("bar")}: ` + said.join(", "));
+    strip.setAttribute("aria-label", `${L("bar")}${COLON}` + said.join(COMMA));
     const scale = el("div", {cls: "ldf-bar-scale"}, el("span", {text: "0"}),
                      el("span", {cls: "ldf-bar-cap", style: `left:${(100 * cap / total).toFixed(3)}%`, text: capText}));
     bar.replaceChildren(el("figcaption", {text: fill(L("bar_caption", "{bar} ({total} as the runtime reports it, {gpu})"),
@@ -612,7 +623,7 @@ function start(root) {
     const X = (b) => m.l + (lx(b) - x0) / (x1 - x0) * (W - m.l - m.r);
     const Y = (s) => H - m.b - (ly(s) - y0) / (y1 - y0) * (H - m.t - m.b);
     const g = svg("svg", {width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
-                          "aria-label": `${L("chart")}: ${pts.length} ${L("x")}`});
+                          "aria-label": `${L("chart")}${COLON}${pts.length} ${L("x")}`});
     g.append(svg("title", {}, L("chart")));
     for (let k = y0; k <= y1; k++) {
       const y = H - m.b - (k - y0) / (y1 - y0) * (H - m.t - m.b);
@@ -641,7 +652,7 @@ function start(root) {
       const c = svg("circle", {cx: X(p.batch), cy: Y(p.s), r: current ? 6 : 4.5,
         class: `ldf-chart-point ${p.fits ? `ldf-chart-${p.binds}` : "ldf-chart-nofit"}${current ? " ldf-chart-current" : ""}`,
         "data-batch": p.batch, "data-s": p.s, "data-binds": p.binds, "data-fits": p.fits ? "1" : "0"});
-      c.append(svg("title", {}, `B = ${p.batch}: ${p.s * 1e3} ms, ${L(p.binds)}${p.fits ? "" : ", " + L("nofit")}`));
+      c.append(svg("title", {}, `B = ${p.batch}${COLON}${p.s * 1e3} ms${COMMA}${L(p.binds)}${p.fits ? "" : COMMA + L("nofit")}`));
       g.append(c);
     }
     const legend = el("ul", {cls: "ldf-chart-legend"},
@@ -724,7 +735,7 @@ function start(root) {
       xc[o.dest] = control;
       const flag = el("code", {cls: "ldf-planner-opt", text: o.flag || o.metavar || o.dest});
       const label = el("label", {for: id}, el("span", {cls: "ldf-planner-name", text: X(o.dest, o.flag || o.metavar || o.dest)}), " ", flag);
-      const hint = el("p", {cls: "ldf-planner-hint", id: `${id}-hint`, text: o.help || ""});
+      const hint = el("p", {cls: "ldf-planner-hint", id: `${id}-hint`, text: helpOf(xs.labels, o)});
       xhints[o.dest] = hint;
       control.setAttribute("aria-describedby", hint.id);
       const wait = el("p", {cls: "ldf-planner-wait", id: `${id}-wait`, hidden: true, role: "status"});
@@ -815,7 +826,7 @@ function start(root) {
         if (inc) {
           const low = c.value.trim().toLowerCase();
           const m = (o.suggestions || []).filter((s) => s.toLowerCase().startsWith(low)).slice(0, 4);
-          w.textContent = m.length && !c.value.includes("=") ? `${L("keeptyping", "keep typing")}: ${m.join(", ")}…` : `${L("keeptyping", "keep typing")}…`;
+          w.textContent = m.length && !c.value.includes("=") ? `${L("keeptyping", "keep typing")}${COLON}${m.join(LIST)}…` : `${L("keeptyping", "keep typing")}…`;
           any = true;
         }
       }
@@ -963,7 +974,7 @@ function start(root) {
     root.dataset.ldfPhases = m.phases.map((x) => x.toFixed(0)).join(" ");
     root.dataset.ldfReady = ready.toFixed(0);           // ms since navigation start
     root.dataset.ldfLoadMs = (ready - t0).toFixed(0);   // ms from the download's start
-    status("ready", document.createTextNode(`${L("ready")} (${((ready - t0) / 1000).toFixed(1)} s)`));
+    status("ready", document.createTextNode(`${L("ready")}${paren(`${((ready - t0) / 1000).toFixed(1)} s`)}`));
     now();
   }
   function startWorker() {

@@ -231,6 +231,14 @@ def translated_notebook(nb: dict, gettext) -> dict:
     return out
 
 
+def notebook_text(nb: dict) -> str:
+    """The file text of a translated notebook (the zh download, ``notebooks/zh_CN/``): JSON with
+    one-space indents and the characters as they are, as nbformat writes the English ones."""
+    import json
+
+    return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
+
+
 def _translated_sources(app, exception) -> None:
     """Translated editions: the page's downloadable source (``_sources/<page>.ipynb`` or ``.md``,
     what the download button gives) in the edition's language, so a reader of the Chinese page
@@ -251,8 +259,7 @@ def _translated_sources(app, exception) -> None:
             continue
         if src.suffix == ".ipynb":
             nb = json.loads(src.read_text(encoding="utf-8"))
-            target.write_text(json.dumps(translated_notebook(nb, catalog.gettext), ensure_ascii=False, indent=1) + "\n",
-                              encoding="utf-8")
+            target.write_text(notebook_text(translated_notebook(nb, catalog.gettext)), encoding="utf-8")
         else:
             target.write_text(translate_markdown(src.read_text(encoding="utf-8"), catalog.gettext), encoding="utf-8")
 

@@ -38,7 +38,8 @@ import ldf_i18n  # noqa: E402  book/_ext/ldf_i18n.py: the site's translation of 
 
 LANGUAGE = "zh_CN"
 NOTEBOOKS = ROOT / "notebooks"
-OUT = NOTEBOOKS / LANGUAGE
+#: notebooks/zh_CN/: where the edition's launch buttons look (``ldf_i18n.translated_notebook_path``)
+OUT = ROOT / Path(ldf_i18n.translated_notebook_path("notebooks/NN_x.ipynb", LANGUAGE)).parent
 LOCALE = ROOT / "locale" / LANGUAGE / "LC_MESSAGES"
 #: Sphinx's ``figure_language_filename`` as the book sets it (``_config.yml``; test_zh_notebooks
 #: checks the two agree): the translated figure beside the English one.

@@ -188,3 +188,43 @@ def test_check_mode_reports_a_stale_file(tmp_path, monkeypatch, capsys, expected
     assert zh_notebooks.main(["--check"]) == 1
     assert "stray.ipynb: no English source" in capsys.readouterr().out
     assert zh_notebooks.main([]) == 0 and not (out / "stray.ipynb").exists()
+
+
+def _launch_context(url_path: str) -> dict:
+    """A page context as sphinx-book-theme 1.3.0's ``add_launch_buttons`` leaves it (Binder and
+    Colab; ``header_buttons/launch.py``)."""
+    return {"header_buttons": [{"type": "group", "label": "launch-buttons", "buttons": [
+        {"type": "link", "text": "Binder", "tooltip": "Launch on Binder",
+         "url": f"https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/{url_path}"},
+        {"type": "link", "text": "Colab", "tooltip": "Launch on Colab",
+         "url": f"https://colab.research.google.com/github/o/r/blob/main/{url_path}"}]}]}
+
+
+def _app(language, srcdir=ROOT):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        config=SimpleNamespace(language=language, html_theme_options={"path_to_docs": ""}),
+        env=SimpleNamespace(doc2path=lambda name: str(srcdir / (name + ".ipynb"))), srcdir=str(srcdir))
+
+
+def test_launch_links_of_each_edition():
+    urls = lambda ctx: [b["url"] for b in ctx["header_buttons"][0]["buttons"]]  # noqa: E731
+    en = _launch_context("notebooks/06_attention_kv_cache.ipynb")
+    before = urls(en)
+    ldf_i18n._launch_links(_app("en"), "notebooks/06_attention_kv_cache", "page.html", en, None)
+    assert urls(en) == before                                    # the English edition: unchanged
+    zh = _launch_context("notebooks/06_attention_kv_cache.ipynb")
+    ldf_i18n._launch_links(_app("zh_CN"), "notebooks/06_attention_kv_cache", "page.html", zh, None)
+    assert urls(zh) == [u.replace("notebooks/06_", "notebooks/zh_CN/06_") for u in before]
+    assert all(u.count("zh_CN") == 1 for u in urls(zh))
+
+
+def test_launch_links_stay_english_and_warn_without_the_zh_notebook(tmp_path, caplog):
+    (tmp_path / "notebooks").mkdir()
+    ctx = _launch_context("notebooks/06_attention_kv_cache.ipynb")
+    before = [b["url"] for b in ctx["header_buttons"][0]["buttons"]]
+    with caplog.at_level("WARNING"):
+        ldf_i18n._launch_links(_app("zh_CN", tmp_path), "notebooks/06_attention_kv_cache", "page.html", ctx, None)
+    assert [b["url"] for b in ctx["header_buttons"][0]["buttons"]] == before
+    assert "notebooks/zh_CN/06_attention_kv_cache.ipynb does not exist" in caplog.text

@@ -43,7 +43,7 @@ test-fast: install
 notebooks: install
 	$(PY) tools/notebook_hygiene.py --fix --before-run
 	$(PY) tools/execute_notebooks.py
-	$(PY) tools/notebook_hygiene.py --fix
+	$(PY) tools/notebook_hygiene.py --fix && $(PY) tools/zh_notebooks.py
 
 # tools/lab_settings.py: save widget state on save, no news prompt (both targets); the chapters'
 # JupyterLab gets a config directory that turns nbgrader's UI off (no Validate on lessons).

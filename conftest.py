@@ -50,6 +50,11 @@ settings.register_profile("long", deadline=None, max_examples=1000, database=Non
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+#: Not collected: notebooks/zh_CN/ holds the 简体中文 chapter notebooks that tools/zh_notebooks.py
+#: writes from the English ones (same code, the English run's outputs, translated prose);
+#: strict nbval runs the English notebooks only, and tests/test_zh_notebooks.py checks these.
+collect_ignore = ["notebooks/zh_CN"]
+
 FILE_MARKS = {
     "test_browser.py": ("browser", "site", "slow"),
     "test_planner_page.py": ("browser", "site", "slow"),

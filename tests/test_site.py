@@ -224,7 +224,8 @@ def test_the_chinese_edition_speaks_chinese_in_its_buttons_and_downloads():
     """简体中文 pages: the themes' tooltips, labels and the search box in Chinese (none of the
     English strings the themes leave untranslated); the download button gives the page's
     notebook translated (its first heading as the page shows it); Colab and Binder say they
-    open the English notebook of the repository."""
+    open the chapter's Chinese notebook (which
+    ``test_launch_buttons_open_the_notebook_of_their_edition`` checks they do)."""
     site = _site()
     zh = [p for p in pages(site / "zh_CN")] if (site / "zh_CN").is_dir() else []
     if not zh:
@@ -251,4 +252,52 @@ def test_the_chinese_edition_speaks_chinese_in_its_buttons_and_downloads():
     assert title in first and re.search(r"[\u4e00-\u9fff]", first), (title, first[:120])
     for a in soup.select("a.dropdown-item"):
         if "colab" in a.get("href", "") or "mybinder" in a.get("href", ""):
-            assert "英文" in a.get("title", ""), a.get("title")
+            assert "中文笔记本" in a.get("title", ""), a.get("title")
+
+
+#: a launch URL's repository path: Colab ``/github/<org>/<repo>/blob/<branch>/<path>``, Binder
+#: ``?urlpath=lab/tree/<path>``, JupyterHub (nbgitpuller) ``urlpath=lab/tree/<repo>/<path>&...``
+#: (sphinx-book-theme 1.3.0, ``header_buttons/launch.py``)
+_LAUNCH = {"Colab": re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/([^?#]+)$"),
+           "Binder": re.compile(r"/v2/gh/[^?]+\?urlpath=lab/tree/([^&#]+)$"),
+           "JupyterHub": re.compile(r"/hub/user-redirect/git-pull\?.*urlpath=lab(?:/tree)?/[^/&]+/([^&#]+)")}
+
+
+def test_launch_buttons_open_the_notebook_of_their_edition():
+    """Every chapter page's Colab/Binder/JupyterHub link opens a notebook the repository holds:
+    an English page its ``notebooks/NN_x.ipynb``, a 简体中文 page ``notebooks/zh_CN/NN_x.ipynb``;
+    and that committed Chinese notebook is the zh page's download (the same translation) with
+    its links moved one folder down (``tools/zh_notebooks.py``)."""
+    import json
+    import sys
+
+    site = _site()
+    sys.path.insert(0, str(ROOT / "tools"))
+    import zh_notebooks
+
+    chapters = [p.stem for p in zh_notebooks.chapters()]
+    editions = [("", "notebooks/{}.ipynb")] + ([("zh_CN/", "notebooks/zh_CN/{}.ipynb")]
+                                                 if (site / "zh_CN").is_dir() else [])
+    for prefix, expected in editions:
+        seen = {}
+        for page in pages(site / prefix) if prefix else [p for p in pages(site)
+                                                         if p.relative_to(site).parts[0] != "zh_CN"]:
+            soup = bs4.BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+            for a in soup.select("a.dropdown-item"):
+                name = a.get_text().strip()
+                m = _LAUNCH.get(name) and _LAUNCH[name].search(unquote(a.get("href", "")))
+                if name in _LAUNCH:
+                    assert m, (page, name, a.get("href"))
+                    seen.setdefault(page.stem, {})[name] = m.group(1)
+        assert sorted(seen) == chapters, (prefix, sorted(seen))
+        for stem, links in seen.items():
+            assert {"Colab", "Binder"} <= set(links), (prefix, stem, links)
+            for name, path in links.items():
+                assert path == expected.format(stem), (prefix, stem, name, path)
+                assert (ROOT / path).is_file(), path
+    if len(editions) == 1:
+        pytest.skip("no 简体中文 edition")
+    for stem in chapters:
+        download = json.loads((site / "zh_CN" / "_sources" / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+        committed = (zh_notebooks.OUT / f"{stem}.ipynb").read_text(encoding="utf-8")
+        assert _ldf_i18n().notebook_text(zh_notebooks.relocate(download)) == committed, stem

@@ -24,8 +24,10 @@ This extension adds what Sphinx's i18n does not cover here:
 * **The download button gives the page in its edition's language**: at the end of a translated
   build each page's ``_sources/`` copy (the notebook or the markdown the button downloads) is
   translated through the page's catalog (``translate_markdown``, ``translated_notebook``).
-  Colab and Binder open notebooks from the repository, which holds the English ones: their
-  tooltips say so (``sphinx.po``).
+* **Colab, Binder and JupyterHub open the edition's notebook**: they open a notebook by its path
+  in the repository, so ``tools/zh_notebooks.py`` commits each chapter's translated notebook
+  (the download's text, its links moved one folder down) to ``notebooks/<language>/``, and
+  ``_launch_links`` points the buttons there (their tooltips in ``sphinx.po`` say so).
 * The tag ``lang_<language>`` (``lang_zh_CN``): an ``{only} lang_zh_CN`` block shows in that
   edition only (the gettext builder sets it too, so the block's text is extracted for translation).
 """
@@ -131,6 +133,50 @@ def _theme_wording(app, pagename, templatename, context, doctree) -> None:
     fix(context.get("header_buttons"))
 
 
+def translated_notebook_path(path: str, language: str) -> str:
+    """Where the repository keeps the edition ``language``'s copy of the notebook ``path``
+    (relative to the repository root, ``/`` separated): a ``<language>/`` folder beside it.
+    ``tools/zh_notebooks.py`` writes the files; the edition's launch buttons open them.
+
+    >>> translated_notebook_path("notebooks/00_overview.ipynb", "zh_CN")
+    'notebooks/zh_CN/00_overview.ipynb'
+    """
+    if edition(language) not in TRANSLATIONS:
+        raise ValueError(f"language {language!r}: the translated editions are {list(TRANSLATIONS)}")
+    folder, _, name = path.rpartition("/")
+    return f"{folder}/{language}/{name}" if folder else f"{language}/{name}"
+
+
+def _launch_links(app, pagename, templatename, context, doctree) -> None:
+    """Translated editions: the Colab, Binder and JupyterHub buttons (sphinx-book-theme's
+    ``add_launch_buttons``, ``header_buttons/launch.py``, which puts the notebook's repository
+    path ``<path_to_docs><pagename>.ipynb`` into each URL) open the edition's notebook,
+    :func:`translated_notebook_path`.  A chapter whose translated notebook is not in the source
+    tree keeps the English links and warns (the book builds with ``-W``, so the build fails)."""
+    lang = edition(app.config.language)
+    group = next((b for b in context.get("header_buttons") or []
+                  if b.get("label") == "launch-buttons"), None)
+    if lang == "en" or group is None:
+        return
+    from sphinx.util import logging
+
+    suffix = Path(app.env.doc2path(pagename)).suffix
+    book = (app.config.html_theme_options.get("path_to_docs") or "").strip("/")
+    english = f"{book}/{pagename}{suffix}" if book else f"{pagename}{suffix}"
+    local = translated_notebook_path(f"{pagename}{suffix}", lang)
+    if not (Path(app.srcdir) / local).is_file():
+        logging.getLogger(__name__).warning(
+            f"{local} does not exist: the launch buttons of {pagename} open the English notebook "
+            "(write it with `python tools/zh_notebooks.py`)")
+        return
+    translated = translated_notebook_path(english, lang)
+    for b in group.get("buttons") or []:
+        if b.get("type") == "link" and english in b.get("url", ""):
+            if b["url"].count(english) != 1:
+                raise ValueError(f"launch URL {b['url']!r} names {english!r} more than once")
+            b["url"] = b["url"].replace(english, translated)
+
+
 def _search_box_wording(app, config) -> None:
     """The search box's placeholder (Jupyter Book's literal "Search this book...") in the edition's
     language, through the same catalog."""
@@ -231,6 +277,14 @@ def translated_notebook(nb: dict, gettext) -> dict:
     return out
 
 
+def notebook_text(nb: dict) -> str:
+    """The file text of a translated notebook (the zh download, ``notebooks/zh_CN/``): JSON with
+    one-space indents and the characters as they are, as nbformat writes the English ones."""
+    import json
+
+    return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
+
+
 def _translated_sources(app, exception) -> None:
     """Translated editions: the page's downloadable source (``_sources/<page>.ipynb`` or ``.md``,
     what the download button gives) in the edition's language, so a reader of the Chinese page
@@ -251,8 +305,7 @@ def _translated_sources(app, exception) -> None:
             continue
         if src.suffix == ".ipynb":
             nb = json.loads(src.read_text(encoding="utf-8"))
-            target.write_text(json.dumps(translated_notebook(nb, catalog.gettext), ensure_ascii=False, indent=1) + "\n",
-                              encoding="utf-8")
+            target.write_text(notebook_text(translated_notebook(nb, catalog.gettext)), encoding="utf-8")
         else:
             target.write_text(translate_markdown(src.read_text(encoding="utf-8"), catalog.gettext), encoding="utf-8")
 
@@ -315,6 +368,7 @@ def setup(app):
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
     app.connect("html-page-context", _theme_wording, priority=900)   # after the theme's buttons (501)
+    app.connect("html-page-context", _launch_links, priority=900)
     app.connect("build-finished", _translated_sources)
     app.add_post_transform(ExtractOutputMessages)
     app.add_transform(TranslateCards)

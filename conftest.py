@@ -20,6 +20,7 @@ module-scoped fixture is expensive run on one worker (``worker_group``) so it is
 """
 import os
 import pathlib
+import re
 
 # Before torch loads (here and in every notebook kernel, which inherits the environment): OpenMP
 # threads that finish their share sleep instead of spinning.  Two workers each running torch on
@@ -66,7 +67,7 @@ SLOW_FILES = {"test_grading.py", "test_launch.py", "test_collectives.py", "test_
               "test_disagg.py", "test_i18n.py"}
 #: files whose module-scoped fixture is expensive: keep each file on one xdist worker
 #: (test_jupyterlab.py: every chapter is saved, then JupyterLab is loaded afresh once and every
-#: chapter reopened; one server, one worker)
+#: chapter reopened; one server a worker, the even and the odd chapters on two workers)
 GROUPED_FILES = {"test_grading.py", "test_chat_templates.py", "test_i18n.py", "test_site.py",
                  "test_jupyterlab.py"}
 
@@ -111,7 +112,8 @@ def worker_group(nodeid: str) -> str:
     node id alone (the controller schedules by node id):
 
     * a notebook's cells (``notebooks/NN_x.ipynb::Cell k``): nbval runs them in order in one kernel;
-    * every test of a file in ``GROUPED_FILES``: its module-scoped fixture is expensive;
+    * every test of a file in ``GROUPED_FILES``: its module-scoped fixture is expensive
+      (``tests/test_jupyterlab.py``: its even and its odd chapters, two groups);
     * the per-page tests of ``tests/test_browser.py`` for one page at one width (``[rel-width]``,
       or ``[rel]`` for the desktop-only one): the page is opened once per process and each test
       reads that visit;
@@ -124,6 +126,11 @@ def worker_group(nodeid: str) -> str:
     name = path.rpartition("/")[2]
     if name.endswith(".ipynb"):
         return f"notebook:{path}"
+    chapter = re.search(r"\[(\d\d)_", rest)
+    if name == "test_jupyterlab.py" and chapter:
+        # two halves (even and odd chapters, about 170 s each on 2 cores), each with its own
+        # server: a chapter's first day and its reopening stay in one half, on one worker
+        return f"file:{path}:{int(chapter.group(1)) % 2}"
     if name in GROUPED_FILES:
         return f"file:{path}"
     if name == "test_browser.py" and "[" in rest:

@@ -27,8 +27,8 @@ chapter:
 
 Screenshots of each step go to ``artifacts/jupyterlab/`` (not committed).
 
-One server and one browser tab serve every chapter, on one pytest-xdist worker (the file is a
-group in ``conftest.py``). The tab loads JupyterLab once and opens each chapter in it with the
+One server and one browser tab serve the even chapters on one pytest-xdist worker, another
+the odd ones (``conftest.py``'s groups; a chapter's two tests stay on one worker). The tab loads JupyterLab once and opens each chapter in it with the
 application's own ``docmanager:open`` (``LabTab``). Steps 1-3 and the save are
 ``test_chapter_in_jupyterlab``, run for every chapter first; ``test_chapter_reopened_next_day``
 then loads JupyterLab afresh once (every chapter was saved in the application loaded before)

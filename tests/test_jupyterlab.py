@@ -13,7 +13,9 @@ chapter:
    nbgrader "Validate" button.
 2. **Run in JupyterLab** what only JupyterLab can check: every calculator cell (in a reader's
    kernel a calculator computes lazily, a path nbval's ``LDF_STATIC_VIEWS`` kernel does not take)
-   and every cell with an ``ldf.progress`` bar (drawn as a widget here, as text under nbval), each
+   and, in ``LDF_LAB_PROGRESS`` chapters (default ``06``: every chapter's bars are one function,
+   ``ldf.progress``, and chapter 05's needs 13 of its cells, 40 s), every cell with an
+   ``ldf.progress`` bar (drawn as a widget here, as text under nbval), each
    with the cells it needs (``lab_cells``: the earlier cells that define a name it uses, read with
    ``symtable``, and the set-up cell), in order, in one kernel: none shows an error or a warning, and a
    progress bar ends as "<what>: <n> steps".  That every cell of every chapter runs, top to bottom,
@@ -79,9 +81,15 @@ def _chapters() -> list[str]:
     return [n for n in names if not only or n[:2] in only]
 
 
-def _rerun(name: str) -> bool:
-    want = os.environ.get("LDF_LAB_RERUN", "02")
+def _chosen(name: str, var: str, default: str) -> bool:
+    """Whether chapter ``name`` is among the chapters the environment variable ``var`` lists
+    (``"02,06"``, ``"all"``; ``default`` when unset)."""
+    want = os.environ.get(var, default)
     return want == "all" or name[:2] in [c.strip() for c in want.split(",")]
+
+
+def _rerun(name: str) -> bool:
+    return _chosen(name, "LDF_LAB_RERUN", "02")
 
 
 def _code_names(src: str) -> tuple[set[str], set[str]]:
@@ -108,18 +116,19 @@ def _is_calculator(cell: dict) -> bool:
                for o in cell.get("outputs", []))
 
 
-def lab_cells(nb: dict) -> list[int]:
-    """Indices (into ``nb["cells"]``) of the code cells step 2 runs: every calculator cell and
-    every cell that draws an ``ldf.progress`` bar, the set-up cell, and each earlier cell that
-    defines a name one of those reads (transitively); the hosted-install cell (``remove-cell``)
-    never runs in a kernel that has the package. ``LDF_LAB_RUN=all``: every code cell."""
+def lab_cells(nb: dict, progress: bool = True) -> list[int]:
+    """Indices (into ``nb["cells"]``) of the code cells step 2 runs: every calculator cell and,
+    with ``progress``, every cell that draws an ``ldf.progress`` bar, the set-up cell, and each
+    earlier cell that defines a name one of those reads (transitively); the hosted-install cell
+    (``remove-cell``) never runs in a kernel that has the package. ``LDF_LAB_RUN=all``: every
+    code cell."""
     code = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
             and "remove-cell" not in c.get("metadata", {}).get("tags", [])]
     if os.environ.get("LDF_LAB_RUN") == "all":
         return code
     names = {i: _code_names("".join(nb["cells"][i]["source"])) for i in code}
     targets = {i for i in code if _is_calculator(nb["cells"][i])
-               or "ldf.progress(" in "".join(nb["cells"][i]["source"])}
+               or (progress and "ldf.progress(" in "".join(nb["cells"][i]["source"]))}
     need = targets | set(code[:1])            # the set-up cell: import, seed, device
     wanted = set().union(*(names[i][1] for i in need))
     for i in reversed([i for i in code if i < max(need)]):
@@ -515,7 +524,7 @@ def _first_day(lab, tab, name) -> dict:
     n_calc = _calculator_outputs(nb)
     markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     n_dropdowns = len(re.findall(r"\{dropdown\}", markdown))
-    run = lab_cells(nb)
+    run = lab_cells(nb, progress=_chosen(name, "LDF_LAB_PROGRESS", "06"))
     laps = _Laps(name)
 
     # 1. first open: as committed, untrusted, not run

@@ -17,7 +17,8 @@ A spec module defines:
   ``alternative`` (a correct answer written differently from the key) and ``mistakes`` (wrong
   answers students write, each with a fragment of the message it must get).
 
-Texts are templates: ``«name»`` is the parameter ``name``; ``«name:,»`` formats it
+Texts are templates: ``«name»`` is the parameter ``name`` (besides ``params``' own:
+``«points_line»``, the points of each question, and ``«run_all»``, :data:`RUN_ALL`); ``«name:,»`` formats it
 (``format(value, ",")``); ``«name!r»`` is its ``repr``.
 """
 from __future__ import annotations
@@ -31,6 +32,14 @@ from pathlib import Path
 
 _PLACEHOLDER = re.compile(r"«([A-Za-z_][A-Za-z0-9_]*)(!r)?(?::([^»]*))?»")
 _REQUIRED = ("id", "title", "points", "returns", "prose", "answer", "names", "public", "hidden")
+
+
+#: The paragraph every assignment's INTRO ends with (its placeholder ``«run_all»``).
+RUN_ALL = """\
+**Run All and Validate.** *Run ▸ Run All Cells* stops at the first cell that raises: an answer
+that still raises `NotImplementedError`, or a public test that fails. So work one question at a
+time: run its answer cell, then the test cell under it. nbgrader's **Validate** button runs the
+whole notebook in a fresh kernel and lists the public test cells that fail."""
 
 
 def render(text: str, params: dict) -> str:
@@ -142,6 +151,7 @@ def load(source: Path, name: str, seed: int | None = None) -> Assignment:
         raise ValueError(f"{path}: question ids repeat: {ids}")
     pts = ", ".join(f"Q{q.id[1:]} {q.points:g}" for q in qs)
     params["points_line"] = f"Points: {pts} ({sum(q.points for q in qs):g} in total)."
+    params["run_all"] = RUN_ALL
     return Assignment(name, seed, render(mod.TITLE, params), render(mod.INTRO, params), render(mod.SETUP, params),
                       params, tuple(qs))
 

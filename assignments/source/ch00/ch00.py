@@ -15,10 +15,7 @@ tolerances, other inputs). Each question says what it returns and to what precis
 package's presets (`ldf.model_config`, `ldf.hardware`) for model shapes and hardware numbers.
 GB = 10⁹ bytes, GiB = 2³⁰ bytes. «points_line»
 
-**Run All and Validate.** *Run ▸ Run All Cells* stops at the first cell that raises: an answer
-that still raises `NotImplementedError`, or a public test that fails. So work one question at a
-time: run its answer cell, then the test cell under it. nbgrader's **Validate** button runs the
-whole notebook in a fresh kernel and lists the public test cells that fail.
+«run_all»
 """
 
 SETUP = """\

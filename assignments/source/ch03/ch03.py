@@ -15,10 +15,7 @@ grading does. Grading reruns them and adds hidden tests on other shapes and conf
 question says what it returns. Your operators may compute in FP32, as the chapter's decoder does:
 arrays are checked to `rtol=1e-5`. «points_line»
 
-**Run All and Validate.** *Run ▸ Run All Cells* stops at the first cell that raises: an answer
-that still raises `NotImplementedError`, or a public test that fails. So work one question at a
-time: run its answer cell, then the test cell under it. nbgrader's **Validate** button runs the
-whole notebook in a fresh kernel and lists the public test cells that fail.
+«run_all»
 """
 
 SETUP = """\

@@ -15,10 +15,7 @@ on inputs you have not seen (other configs, shapes and splits). Each question sa
 returns; a test's message says what it expected and what it got. Do not rename the functions.
 «points_line»
 
-**Run All and Validate.** *Run ▸ Run All Cells* stops at the first cell that raises: an answer
-that still raises `NotImplementedError`, or a public test that fails. So work one question at a
-time: run its answer cell, then the test cell under it. nbgrader's **Validate** button runs the
-whole notebook in a fresh kernel and lists the public test cells that fail.
+«run_all»
 """
 
 SETUP = """\

@@ -14,10 +14,7 @@ cell under it: those are the *public* tests, and they check the same types as gr
 Grading reruns them and adds hidden tests on other inputs. Each question says what it returns.
 «points_line»
 
-**Run All and Validate.** *Run ▸ Run All Cells* stops at the first cell that raises: an answer
-that still raises `NotImplementedError`, or a public test that fails. So work one question at a
-time: run its answer cell, then the test cell under it. nbgrader's **Validate** button runs the
-whole notebook in a fresh kernel and lists the public test cells that fail.
+«run_all»
 """
 
 SETUP = """\

@@ -634,24 +634,16 @@ def read_engine_text(data, *, total: int | None = None) -> EngineLog:
                     version = m.group(1)
                     votes["vllm"] += 3
                     break
-        m = _CONFIG.search(line)
-        if m:
-            got, mdl = _settings_from(_kv_pairs(m.group(1)), line)
-            run.settings.update(got)
-            model = model or mdl
-            votes["vllm"] += 3
-        m = _NONDEFAULT.search(line)
-        if m:
-            got, mdl = _settings_from(_kv_pairs(m.group(1)[1:-1]), line)
-            run.settings.update(got)
-            model = model or mdl
-            votes["vllm"] += 3
-        m = _SERVER_ARGS.search(line)
-        if m:
-            got, mdl = _settings_from(_kv_pairs(m.group(1)), line)
-            run.settings.update(got)
-            model = model or mdl
-            votes["sglang"] += 3
+        # the lines that print the engine's settings as key=value pairs: vLLM's config line and
+        # its non-default args ("{...}": the braces stripped), SGLang's server args
+        for rx, engine, strip in ((_CONFIG, "vllm", 0), (_NONDEFAULT, "vllm", 1), (_SERVER_ARGS, "sglang", 0)):
+            m = rx.search(line)
+            if m:
+                pairs = m.group(1)[1:-1] if strip else m.group(1)
+                got, mdl = _settings_from(_kv_pairs(pairs), line)
+                run.settings.update(got)
+                model = model or mdl
+                votes[engine] += 3
         m = _LOG_SETTINGS.search(line)
         if m:
             if m.group(3):
